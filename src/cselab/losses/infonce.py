@@ -1,0 +1,45 @@
+"""InfoNCE with in-batch negatives and an optional hard-negative column (SimCSE).
+
+Gao, Yao & Chen, "SimCSE: Simple Contrastive Learning of Sentence Embeddings", EMNLP 2021.
+Inputs: ``anchor`` (N, d) and ``positive`` (N, d) — for unsupervised SimCSE, two dropout passes of
+the same sentences — and optionally ``negative`` (M, d), hard negatives of the first M anchors.
+Logits are cos(anchor_i, x_j) / temperature over all positives and negatives; the target of row i
+is column i. ``hard_negative_weight`` is added to the logit of each anchor's own hard negative
+(SimCSE's z3_weight: 0 leaves it an ordinary negative).
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from cselab.losses import LOSSES
+from cselab.losses.base import StepOutputs
+
+
+def cosine_matrix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return F.normalize(a.float(), dim=-1) @ F.normalize(b.float(), dim=-1).T
+
+
+@LOSSES.register("infonce", "SimCSE InfoNCE: in-batch negatives, optional hard-negative column")
+class InfoNCELoss(nn.Module):
+    def __init__(self, temperature: float = 0.05, hard_negative_weight: float = 0.0):
+        super().__init__()
+        if temperature <= 0:
+            raise ValueError("temperature must be > 0")
+        self.temperature = temperature
+        self.hard_negative_weight = hard_negative_weight
+
+    def forward(self, outputs: StepOutputs) -> tuple[torch.Tensor, dict[str, float]]:
+        anchor, positive = outputs.anchor, outputs.positive
+        logits = cosine_matrix(anchor, positive) / self.temperature
+        if outputs.negative is not None and len(outputs.negative):
+            negative_logits = cosine_matrix(anchor, outputs.negative) / self.temperature
+            m = negative_logits.shape[1]
+            bonus = torch.zeros_like(negative_logits)
+            bonus[torch.arange(m), torch.arange(m)] = self.hard_negative_weight
+            logits = torch.cat([logits, negative_logits + bonus], dim=1)
+        targets = torch.arange(len(anchor), device=anchor.device)
+        loss = F.cross_entropy(logits, targets)
+        accuracy = (logits.argmax(dim=1) == targets).float().mean().item()
+        return loss, {"infonce": loss.item(), "acc": accuracy}

@@ -1,0 +1,3 @@
+from cselab.model.encoder import POOLERS, SentenceEncoder, resolve_model_path
+
+__all__ = ["POOLERS", "SentenceEncoder", "resolve_model_path"]

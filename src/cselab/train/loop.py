@@ -1,0 +1,243 @@
+"""The training loop: batch -> forward -> objective terms -> backward -> evaluate -> checkpoint.
+
+One readable function over ``accelerate``. Every method is the same loop with a different recipe:
+the views say which texts form a step, the objective terms say what is minimised.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from cselab.config import Config
+from cselab.data.collate import Batch, Collator, StepDataset, epoch_order
+from cselab.data.corpus import read_corpus
+from cselab.data.views import ViewBuilder
+from cselab.evaluate.dev import StsbDev, find_senteval_dir
+from cselab.losses import build_objective
+from cselab.losses.base import StepOutputs
+from cselab.model.encoder import SentenceEncoder
+from cselab.model.heads import build_head
+from cselab.train import checkpoint as ckpt
+
+log = logging.getLogger("cselab.train")
+
+
+class TrainingError(RuntimeError):
+    """Training stopped on a fault (non-finite loss, ...); the message names the step."""
+
+
+@dataclass
+class StopFlag:
+    """Set by SIGINT/SIGTERM: finish the current step, save, and exit cleanly."""
+
+    requested: bool = False
+    signal_name: str = ""
+
+
+def build_encoder(config: Config) -> SentenceEncoder:
+    m = config.model
+    mlp = None if m.mlp == "auto" else m.mlp == "true"
+    if m.from_config is not None:
+        pooler = "cls" if m.pooler == "auto" else m.pooler
+        return SentenceEncoder.from_config(m.from_config, m.name_or_path, pooler=pooler, mlp=mlp,
+                                           mlp_only_train=m.mlp_only_train, max_seq_len=m.max_seq_len)
+    return SentenceEncoder.from_pretrained(m.name_or_path, pooler=m.pooler, mlp=m.mlp,
+                                           mlp_only_train=m.mlp_only_train, max_seq_len=m.max_seq_len,
+                                           trust_remote_code=m.trust_remote_code)
+
+
+def make_scheduler(optimizer, schedule: str, warmup_steps: int, total_steps: int):
+    def factor(step: int) -> float:
+        if warmup_steps and step < warmup_steps:
+            return (step + 1) / warmup_steps
+        if schedule == "constant":
+            return 1.0
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def plan_steps(num_sentences: int, config: Config) -> list[tuple[int, list[int]]]:
+    """Every step of the run as (global step, sentence indices): the data position is the step."""
+    steps: list[tuple[int, list[int]]] = []
+    for epoch in range(config.optim.epochs):
+        for indices in epoch_order(num_sentences, config.optim.batch_size, config.train.seed, epoch):
+            steps.append((len(steps), indices))
+    if config.optim.max_steps is not None:
+        steps = steps[: config.optim.max_steps]
+    return steps
+
+
+def split_roles(embeddings: torch.Tensor, batch: Batch, features: dict, encoder: SentenceEncoder) -> StepOutputs:
+    roles = batch.roles
+    # Terms that run their own pass (MLM) read the tokenised batch and the encoder from extra.
+    outputs = StepOutputs(anchor=embeddings[roles["anchor"]], positive=embeddings[roles["positive"]],
+                          extra={"features": features, "roles": roles, "encoder": encoder, "step": batch.step})
+    if "negative" in roles:
+        outputs.negative = embeddings[roles["negative"]]
+    if "label_view" in roles:
+        outputs.extra["label_view"] = embeddings[roles["label_view"]]
+        outputs.extra["labels"] = torch.tensor(batch.views.labels, device=embeddings.device)
+    return outputs
+
+
+def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
+    """Train as ``config`` says; returns the run summary (also written to summary.json)."""
+    from accelerate import Accelerator
+    from accelerate.utils import set_seed
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    out_dir = Path(config.train.output_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+    accelerator = Accelerator(mixed_precision="no", cpu=not torch.cuda.is_available())
+    set_seed(config.train.seed)
+    started = time.time()
+
+    # Data and model.
+    corpus, corpus_stats = read_corpus(config.data.corpus, config.data.column, config.data.max_sentences,
+                                       seed=config.train.seed)
+    log.info("corpus: %s", corpus_stats.summary())
+    encoder = build_encoder(config)
+    head = build_head(config.model.projection, encoder.hidden_size, **config.model.projection_params)
+    objective = build_objective(config.objective)
+    # Index 0 is the encoder, 1 the training-only head, then each term's own parameters.
+    trainable = torch.nn.ModuleList([encoder, head, *[term for _, _, term in objective]])
+    steps = plan_steps(len(corpus), config)
+    total_steps = len(steps)
+    optimizer = torch.optim.AdamW([p for p in trainable.parameters() if p.requires_grad],
+                                  lr=config.optim.lr, weight_decay=config.optim.weight_decay)
+    scheduler = make_scheduler(optimizer, config.optim.schedule,
+                               int(config.optim.warmup_ratio * total_steps), total_steps)
+    trainable, optimizer = accelerator.prepare(trainable, optimizer)
+    model, head = accelerator.unwrap_model(trainable)[0], accelerator.unwrap_model(trainable)[1]
+
+    # Resume from the last complete checkpoint of this output directory.
+    checkpoint_dir = out_dir / "checkpoints"
+    state = {"step": 0, "best_dev": None, "best_step": None, "first_loss": None, "last_loss": None}
+    latest = ckpt.latest_valid_checkpoint(checkpoint_dir) if resume else None
+    if latest is not None:
+        state.update(ckpt.load_checkpoint(latest, accelerator.unwrap_model(trainable), optimizer, scheduler))
+        accelerator.print(f"resuming from {latest} (step {state['step']} of {total_steps})")
+    start_step = state["step"]
+
+    dev_dir = find_senteval_dir(config.data.dev_dir)
+    dev = StsbDev(dev_dir) if dev_dir is not None and config.train.eval_steps > 0 else None
+    if dev is None and config.train.eval_steps > 0:
+        accelerator.print("no STS-B dev data found: the final model is the last step "
+                          "(`cselab data download` fetches it; or set data.dev_dir)")
+    precision = config.train.precision
+    autocast = torch.autocast(accelerator.device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16,
+                              enabled=precision != "fp32")
+
+    def evaluate() -> float:
+        return dev.score(lambda s: model.encode(s, batch_size=128, precision=precision))
+
+    view_builder = ViewBuilder(config.views, corpus, config.train.seed)
+    loader = torch.utils.data.DataLoader(
+        StepDataset(corpus, steps[start_step:]), batch_size=None, shuffle=False,
+        collate_fn=Collator(model.tokenize, view_builder), num_workers=config.train.num_workers,
+        persistent_workers=False)
+
+    stop = StopFlag()
+
+    def on_signal(signum, _frame):
+        stop.requested, stop.signal_name = True, signal.Signals(signum).name
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    metrics_file = open(out_dir / "metrics.jsonl", "a", encoding="utf-8")
+    bar = None
+    if progress and accelerator.is_main_process:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total_steps, initial=start_step, desc=f"train {config.recipe}", unit="step")
+    sentences_seen, train_seconds = 0, 0.0
+    step = start_step
+    try:
+        trainable.train()
+        for batch in loader:
+            step = batch.step
+            tick = time.perf_counter()
+            # One forward over every view of the step (anchors, positives, negatives, ...).
+            features = {k: v.to(accelerator.device) for k, v in batch.features.items()}
+            with autocast:
+                embeddings = head(model(features))
+            outputs = split_roles(embeddings, batch, features, model)
+            loss = torch.zeros((), device=accelerator.device)
+            logs: dict[str, float] = {}
+            for name, weight, term in objective:
+                term_loss, term_logs = term(outputs)
+                loss = loss + weight * term_loss
+                logs.update(term_logs)
+            if not torch.isfinite(loss):
+                raise TrainingError(f"step {step}: loss is {loss.item()}; stopping. The best model saved so far "
+                                    f"stays in {out_dir} (lower optim.lr or use train.precision=fp32)")
+            accelerator.backward(loss)
+            if config.optim.max_grad_norm > 0:
+                accelerator.clip_grad_norm_(trainable.parameters(), config.optim.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            train_seconds += time.perf_counter() - tick
+            sentences_seen += batch.num_sentences
+            done = step + 1
+
+            record = {"step": done, "loss": loss.item(), "lr": scheduler.get_last_lr()[0], **logs}
+            if dev is not None and (done % config.train.eval_steps == 0 or done == total_steps):
+                record["stsb_dev"] = evaluate()
+                if state["best_dev"] is None or record["stsb_dev"] > state["best_dev"]:
+                    state["best_dev"], state["best_step"] = record["stsb_dev"], done
+                    model.save(out_dir)  # SimCSE keeps only the best checkpoint
+                trainable.train()
+            if done % config.train.log_steps == 0 or "stsb_dev" in record or done == total_steps:
+                metrics_file.write(json.dumps(record) + "\n")
+                metrics_file.flush()
+            state["last_loss"] = loss.item()
+            if state["first_loss"] is None:
+                state["first_loss"] = loss.item()
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss.item():.4f}", **({"dev": f"{record['stsb_dev']:.2f}"} if "stsb_dev" in record else {}))
+            state["step"] = done
+            if (config.train.save_steps and done % config.train.save_steps == 0 and done < total_steps) or stop.requested:
+                ckpt.save_checkpoint(checkpoint_dir, done, accelerator.unwrap_model(trainable), optimizer, scheduler,
+                                     {k: v for k, v in state.items() if k != "step"})
+            if stop.requested:
+                accelerator.print(f"\n{stop.signal_name}: stopped after step {done}; checkpoint saved. "
+                                  f"Run the same command again to resume.")
+                break
+    finally:
+        metrics_file.close()
+        if bar is not None:
+            bar.close()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+    finished = state["step"] >= total_steps
+    if finished and dev is None:
+        model.save(out_dir)
+    summary = {
+        "recipe": config.recipe,
+        "output_dir": str(out_dir),
+        "finished": finished,
+        "steps": state["step"],
+        "total_steps": total_steps,
+        "corpus": corpus_stats.to_dict(),
+        "first_loss": state["first_loss"],
+        "final_loss": state["last_loss"],
+        "best_stsb_dev": state["best_dev"],
+        "best_step": state["best_step"],
+        "train_seconds": round(train_seconds, 2),
+        "sentences_per_second": round(sentences_seen / train_seconds, 2) if train_seconds else None,
+        "wall_seconds": round(time.time() - started, 2),
+    }
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary

@@ -1,0 +1,50 @@
+"""Shared fixtures: a tiny randomly initialised BERT and the optional ../shared data."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+TINY_BERT = {"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+             "intermediate_size": 64, "max_position_embeddings": 64}
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """../shared/data beside the repository; tests that need it are skipped without it."""
+    if not SHARED.is_dir():
+        pytest.skip("../shared/data is not present")
+    return SHARED
+
+
+@pytest.fixture
+def tiny_encoder():
+    """A 2-layer, 32-wide BERT with the MiniLM tokenizer's vocabulary, randomly initialised."""
+    import torch
+
+    from cselab.model.encoder import SentenceEncoder
+
+    torch.manual_seed(0)
+    return SentenceEncoder.from_config(TINY_BERT, "minilm", pooler="cls", max_seq_len=32)
+
+
+@pytest.fixture
+def tiny_corpus(tmp_path) -> Path:
+    """A small generated corpus file (never lines of ../shared)."""
+    import random
+
+    rng = random.Random(0)
+    subjects = ["the cat", "a dog", "my neighbour", "the old man", "a child", "the teacher", "our team", "the bird"]
+    verbs = ["sees", "likes", "paints", "finds", "follows", "builds", "reads", "carries"]
+    objects = ["a red ball", "the river", "a small house", "the letter", "an apple", "the garden", "a song", "the map"]
+    lines = [f"{rng.choice(subjects).capitalize()} {rng.choice(verbs)} {rng.choice(objects)} {rng.choice(['today', 'again', 'slowly', 'at night', ''])}".strip() + "."
+             for _ in range(300)]
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
