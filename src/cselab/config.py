@@ -6,6 +6,7 @@ wrong types and impossible values fail before any work, with one line naming the
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -143,8 +144,12 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{key}: expected a number, got {value!r}")
+        if not math.isfinite(value):
+            raise ConfigError(f"{key}: expected a finite number, got {value!r}")
         return float(value)
     if tp is int:
+        if isinstance(value, float) and value.is_integer():
+            return int(value)  # 1e3 from YAML or the command line
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{key}: expected an integer, got {value!r}")
         return value
@@ -198,6 +203,7 @@ def validate(config: Config) -> Config:
         ("train.save_steps", config.train.save_steps >= 0, "must be >= 0 (0 disables checkpoints)"),
         ("train.log_steps", config.train.log_steps >= 1, "must be >= 1"),
         ("train.num_workers", config.train.num_workers >= 0, "must be >= 0"),
+        ("train.seed", 0 <= config.train.seed < 2**32, "must be in [0, 2**32)"),
         ("views.negative_every", config.views.negative_every >= 1, "must be >= 1"),
         ("views.positive_prob", 0 <= config.views.positive_prob <= 1, "must be in [0, 1]"),
         ("data.max_sentences", config.data.max_sentences is None or config.data.max_sentences >= 2, "must be >= 2 or null"),
@@ -210,11 +216,38 @@ def validate(config: Config) -> Config:
     for i, term in enumerate(config.objective):
         if not isinstance(term, dict) or "name" not in term:
             raise ConfigError(f"objective[{i}]: each term is a mapping with a 'name'")
+        if not isinstance(term["name"], str):
+            raise ConfigError(f"objective[{i}].name: expected a loss name, got {term['name']!r}")
+        weight = term.get("weight", 1.0)
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight < 0:
+            raise ConfigError(f"objective[{i}].weight: must be a finite number >= 0, got {weight!r}")
+    _check_names(config)
     # Loss parameters are checked against the loss classes themselves.
     from cselab.losses import check_objective
 
     check_objective(config.objective)
     return config
+
+
+def _check_names(config: Config) -> None:
+    """Augmenter and head names must exist (their registries list what is allowed)."""
+    from cselab.model.heads import HEADS
+
+    if config.model.projection not in HEADS:
+        raise ConfigError(f"model.projection: unknown head {config.model.projection!r} (known: {', '.join(HEADS.names())})")
+    views = config.views
+    named = [("views.anchor", views.anchor, "identity"), ("views.positive", views.positive, "dropout"),
+             ("views.negative", views.negative, "none")] + [(f"views.label[{i}]", n, None) for i, n in enumerate(views.label)]
+    wanted = [(key, name, builtin) for key, name, builtin in named if name != builtin]
+    if not wanted:
+        return
+    from cselab.augment import AUGMENTERS, load_all
+
+    load_all()
+    for key, name, builtin in wanted:
+        if not isinstance(name, str) or name not in AUGMENTERS:
+            allowed = ([builtin] if builtin else []) + AUGMENTERS.names()
+            raise ConfigError(f"{key}: unknown augmenter {name!r} (known: {', '.join(allowed)})")
 
 
 def recipe_path(recipe: str) -> Path:
@@ -246,6 +279,8 @@ def _read_recipe(recipe: str, seen: tuple = ()) -> dict:
     parent = data.pop("inherit", None)
     if parent is None:
         return data
+    if not isinstance(parent, str):
+        raise ConfigError(f"recipe {path}: inherit: expected a recipe name or path, got {parent!r}")
     if parent in seen:
         raise ConfigError(f"recipe {path}: circular inherit of {parent!r}")
     merged = _read_recipe(parent, seen + (recipe,))
@@ -284,6 +319,8 @@ def apply_override(data: dict, path: list[str], value: Any) -> None:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
             raise ConfigError(f"--set {'.'.join(path)}: {part} is not a section")
+    if not path[-1]:
+        raise ConfigError(f"--set {'.'.join(path)}=...: empty key name")
     node[path[-1]] = value
 
 

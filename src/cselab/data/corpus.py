@@ -1,5 +1,12 @@
 """Training corpora: text files (plain or .gz), CSV/TSV/JSONL columns, Hugging Face datasets, and
 the offline default (WordNet usage examples). Lines are cleaned; what is skipped is counted by reason.
+
+Bad input never crashes the reader: a line ends at \\n, \\r\\n or a lone \\r; invalid UTF-8 becomes
+U+FFFD, BOMs, NUL bytes and control characters are removed, whitespace runs become one space,
+over-long lines are cut, and each of these is counted in ``CorpusStats.cleaned``. Lines left
+empty, invalid JSONL records, non-string values and rows missing their column are skipped and
+counted in ``CorpusStats.skipped``. Only a file that cannot be read as a whole (missing, a
+truncated or corrupt gzip stream, a wrong column name) is a ``CorpusError`` naming the file and line.
 """
 from __future__ import annotations
 
@@ -9,6 +16,9 @@ import io
 import json
 import os
 import random
+import re
+import unicodedata
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +52,10 @@ class CorpusStats:
         return {"source": self.source, "kept": self.kept, "skipped": dict(self.skipped), "cleaned": dict(self.cleaned)}
 
 
+# C0/C1 control characters other than whitespace (which str.split folds anyway).
+_CONTROL = re.compile("[\x01-\x08\x0e-\x1b\x7f-\x84\x86-\x9f]")
+
+
 def clean_line(line: str, stats: CorpusStats) -> str | None:
     """One sentence or None; every change and skip is counted in ``stats``."""
     if "\ufeff" in line:
@@ -50,9 +64,10 @@ def clean_line(line: str, stats: CorpusStats) -> str | None:
     if "\x00" in line:
         line = line.replace("\x00", "")
         stats.cleaned["nul_bytes"] += 1
-    if "\ufffd" in line:
-        stats.cleaned["invalid_utf8"] += 1
-    text = " ".join(line.split())  # folds \r, tabs and runs of spaces
+    if _CONTROL.search(line):
+        line = _CONTROL.sub("", line)
+        stats.cleaned["control_chars"] += 1
+    text = " ".join(line.split())  # folds tabs, form feeds and runs of spaces
     if not text:
         stats.skipped["empty"] += 1
         return None
@@ -62,44 +77,102 @@ def clean_line(line: str, stats: CorpusStats) -> str | None:
     return text
 
 
-def _open_text(path: Path) -> io.TextIOBase:
-    raw = gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
-    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
+def _open_binary(path: Path):
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
 
-def _lines(path: Path) -> Iterator[str]:
-    # newline="" splits on \n, \r\n and a lone \r (old Mac) alike and keeps the ending.
-    with _open_text(path) as handle:
-        for line in handle:
-            yield line.rstrip("\r\n")
+def _decode(raw: bytes, stats: CorpusStats) -> str:
+    """UTF-8, with each invalid byte sequence replaced by U+FFFD and the line counted."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        stats.cleaned["invalid_utf8"] += 1
+        return raw.decode("utf-8", errors="replace")
 
 
-def _table_rows(path: Path, column: str | None) -> Iterator[str]:
+def _raw_lines(path: Path) -> Iterator[bytes]:
+    """Byte lines split at \\n, \\r\\n and a lone \\r (old Mac); a broken gzip stream is a CorpusError."""
+    number = 0
+    try:
+        with _open_binary(path) as handle:
+            for chunk in handle:
+                for piece in chunk.removesuffix(b"\n").removesuffix(b"\r").split(b"\r"):
+                    number += 1
+                    yield piece
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise CorpusError(f"{path}:{number + 1}: gzip data is truncated or corrupt ({exc}); "
+                          f"{number} lines were readable") from None
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def _lines(path: Path, stats: CorpusStats) -> Iterator[str]:
+    for raw in _raw_lines(path):
+        yield _decode(raw, stats)
+
+
+def _text_stream(path: Path, stats: CorpusStats) -> Iterator[str]:
+    """Lines with their endings normalised to \\n, for the csv module (which needs one stream)."""
+    for raw in _raw_lines(path):
+        yield _decode(raw, stats) + "\n"
+
+
+def _table_rows(path: Path, column: str | None, stats: CorpusStats) -> Iterator[str | None]:
+    """The text column of each record; None for a record skipped (and counted) here."""
     name = path.name.removesuffix(".gz")
     if name.endswith(".jsonl"):
         key = column or "text"
-        with _open_text(path) as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    yield ""
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise CorpusError(f"{path}:{number}: invalid JSON ({exc.msg})") from None
-                if not isinstance(record, dict) or key not in record:
-                    raise CorpusError(f"{path}:{number}: no key {key!r} (set data.column)")
-                yield str(record[key] if record[key] is not None else "")
+        for number, line in enumerate(_lines(path, stats), start=1):
+            if not line.strip():
+                yield ""
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:  # e.g. the last record of a file whose writer was killed
+                stats.skipped["invalid_json"] += 1
+                yield None
+                continue
+            if not isinstance(record, dict):
+                stats.skipped["not_a_json_object"] += 1
+                yield None
+            elif key not in record:
+                raise CorpusError(f"{path}:{number}: no key {key!r} in {sorted(record)[:10]} (set data.column)")
+            elif record[key] is None:
+                yield ""
+            elif not isinstance(record[key], str):
+                stats.skipped["not_a_string"] += 1
+                yield None
+            else:
+                yield record[key]
         return
     delimiter = "\t" if name.endswith(".tsv") else ","
-    with _open_text(path) as handle:
-        reader = csv.DictReader(handle, delimiter=delimiter)
-        fields = reader.fieldnames or []
-        key = column or ("text" if "text" in fields else (fields[0] if len(fields) == 1 else None))
-        if key is None or key not in fields:
-            raise CorpusError(f"{path}:1: column {column or 'text'!r} not in header {fields} (set data.column)")
-        for row in reader:
-            yield row.get(key) or ""
+    reader = csv.reader(_text_stream(path, stats), delimiter=delimiter)
+    try:
+        fields = next(reader)
+    except StopIteration:
+        raise CorpusError(f"{path}:1: empty file, expected a header row") from None
+    except csv.Error as exc:
+        raise CorpusError(f"{path}:1: unreadable header ({exc})") from None
+    key = column or ("text" if "text" in fields else (fields[0] if len(fields) == 1 else None))
+    if key is None or key not in fields:
+        raise CorpusError(f"{path}:1: column {column or 'text'!r} not in header {fields} (set data.column)")
+    index = fields.index(key)
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error:  # e.g. a field over the csv module's size limit
+            stats.skipped["unreadable_row"] += 1
+            yield None
+            continue
+        if not row:
+            yield ""
+        elif index >= len(row):
+            stats.skipped["missing_column"] += 1
+            yield None
+        else:
+            yield row[index]
 
 
 def wordnet_examples(min_words: int = 5) -> Iterator[str]:
@@ -133,8 +206,10 @@ def iter_corpus(spec: str, column: str | None = None, stats: CorpusStats | None 
         if not path.is_file():
             raise CorpusError(f"{spec}: corpus file not found")
         name = path.name.removesuffix(".gz")
-        raw = _table_rows(path, column) if name.endswith((".csv", ".tsv", ".jsonl")) else _lines(path)
+        raw = _table_rows(path, column, stats) if name.endswith((".csv", ".tsv", ".jsonl")) else _lines(path, stats)
     for line in raw:
+        if line is None:
+            continue  # skipped and counted by the reader
         text = clean_line(line, stats)
         if text is not None:
             stats.kept += 1
@@ -168,5 +243,6 @@ def read_corpus(spec: str, column: str | None = None, max_sentences: int | None 
         sentences = [sentences[i] for i in keep]
         stats.kept = len(sentences)
     if len(sentences) < 2:
-        raise CorpusError(f"{spec}: needs at least 2 sentences, found {len(sentences)}")
+        skipped = f" ({stats.summary().split('; ', 1)[1]})" if stats.skipped or stats.cleaned else ""
+        raise CorpusError(f"{spec}: needs at least 2 sentences, found {len(sentences)}{skipped}")
     return sentences, stats

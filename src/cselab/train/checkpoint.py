@@ -1,8 +1,12 @@
 """Resumable checkpoints without pickle: tensors in safetensors, everything else in JSON.
 
-A checkpoint is a directory written under a temporary name and renamed when complete, with a
-manifest of SHA-256 digests written last; one that fails its manifest is skipped with a warning
-and the previous one is used.
+A checkpoint is a directory ``step-NNNNNNNN`` holding the model, optimiser, scheduler and RNG
+states, the trainer state (data position = the step, best dev score, ...) and the run's config.
+It is written under a temporary name, every file is fsynced, a manifest of SHA-256 digests is
+written last, and only then is the directory renamed into place, so a process killed at any
+moment leaves either a complete checkpoint or an ignored ``.step-*.tmp`` directory. On resume a
+checkpoint that fails its manifest (truncated, bit-flipped, missing files) is moved aside to
+``corrupt-step-*`` with a warning and the previous one is used. Nothing is ever unpickled.
 """
 from __future__ import annotations
 
@@ -21,7 +25,18 @@ from safetensors.torch import load_file, load_model, save_file, save_model
 
 log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
+FILES = ("model.safetensors", "optimizer.safetensors", "rng.safetensors", "state.json")
+# Two checkpoints are kept so a corrupt newest one still leaves one to fall back on.
 KEEP = 2
+
+# Keys that may differ between the checkpoint's run and the resuming one: where files go, how
+# often they are written, and how data is loaded (views are seeded by (seed, step), not by worker).
+RESUME_SAFE_KEYS = frozenset({"train.output_dir", "train.save_steps", "train.log_steps", "train.num_workers",
+                              "train.compile", "data.dev_dir", "model.trust_remote_code"})
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint cannot be used for this run; the message says why in one line."""
 
 
 def _digest(path: Path) -> str:
@@ -30,6 +45,25 @@ def _digest(path: Path) -> str:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def _fsync(path: Path) -> None:
+    """Flush a file or directory entry to disk (a rename is durable only once its directory is)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Replace ``path`` with ``data`` as JSON; readers see the old or the new file, never half of one."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(data, indent=2))
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
 
 
 def _flatten_optimizer(state: dict) -> tuple[dict[str, torch.Tensor], dict]:
@@ -53,6 +87,7 @@ def _unflatten_optimizer(tensors: dict[str, torch.Tensor], meta: dict) -> dict:
 
 
 def rng_state() -> tuple[dict[str, torch.Tensor], dict]:
+    """torch (CPU and CUDA: dropout), Python and NumPy generator states."""
     tensors = {"torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         for i, s in enumerate(torch.cuda.get_rng_state_all()):
@@ -77,7 +112,7 @@ def set_rng_state(tensors: dict[str, torch.Tensor], meta: dict) -> None:
 
 
 def save_checkpoint(directory: Path, step: int, model: torch.nn.Module, optimizer, scheduler,
-                    trainer_state: dict[str, Any]) -> Path:
+                    trainer_state: dict[str, Any], config: dict | None = None) -> Path:
     """Write ``directory/step-N`` atomically and keep the newest ``KEEP`` checkpoints."""
     directory.mkdir(parents=True, exist_ok=True)
     final = directory / f"step-{step:08d}"
@@ -90,49 +125,89 @@ def save_checkpoint(directory: Path, step: int, model: torch.nn.Module, optimize
     rng_tensors, rng_meta = rng_state()
     save_file(rng_tensors, str(tmp / "rng.safetensors"))
     state = {"step": step, "optimizer": opt_meta, "scheduler": scheduler.state_dict(), "rng": rng_meta,
-             "trainer": trainer_state}
+             "trainer": trainer_state, "config": config}
     (tmp / "state.json").write_text(json.dumps(state))
     files = sorted(p.name for p in tmp.iterdir())
+    for name in files:
+        _fsync(tmp / name)
+    # The manifest is written last: a directory without a valid one was never finished.
     (tmp / MANIFEST).write_text(json.dumps({name: _digest(tmp / name) for name in files}))
-    for handle_path in [tmp / name for name in files + [MANIFEST]]:
-        with open(handle_path, "rb") as handle:
-            os.fsync(handle.fileno())
+    _fsync(tmp / MANIFEST)
+    _fsync(tmp)
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
+    _fsync(directory)
     for old in list_checkpoints(directory)[:-KEEP]:
         shutil.rmtree(old, ignore_errors=True)
     return final
 
 
 def list_checkpoints(directory: Path) -> list[Path]:
+    """Finished checkpoint directories, oldest first (temporary and set-aside ones excluded)."""
     if not directory.is_dir():
         return []
     return sorted(p for p in directory.glob("step-*") if p.is_dir())
 
 
 def verify(path: Path) -> bool:
-    manifest = path / MANIFEST
+    """True when every expected file is present and matches the manifest's SHA-256."""
     try:
-        digests = json.loads(manifest.read_text())
+        digests = json.loads((path / MANIFEST).read_text())
+        if not isinstance(digests, dict) or not set(FILES) <= set(digests):
+            return False
         return all(_digest(path / name) == digest for name, digest in digests.items())
     except (OSError, ValueError):
         return False
 
 
 def latest_valid_checkpoint(directory: Path) -> Path | None:
-    """The newest checkpoint whose files match their manifest; broken ones are reported."""
+    """The newest checkpoint whose files match their manifest; broken ones are set aside with a warning."""
     for path in reversed(list_checkpoints(directory)):
         if verify(path):
             return path
-        log.warning("checkpoint %s is incomplete or corrupt; trying the previous one", path)
+        aside = path.with_name(f"corrupt-{path.name}")
+        shutil.rmtree(aside, ignore_errors=True)
+        path.rename(aside)
+        log.warning("checkpoint %s is incomplete or corrupt (moved to %s); using the previous one", path, aside.name)
     return None
+
+
+def checkpoint_step(path: Path) -> int:
+    return int(path.name.rsplit("-", 1)[1])
+
+
+def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(data, dict) and data and prefix.count(".") < 1:
+        flat: dict[str, Any] = {}
+        for key, value in data.items():
+            flat.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+        return flat
+    return {prefix: data}
+
+
+def config_differences(saved: dict | None, current: dict) -> list[str]:
+    """Dotted keys (``optim.lr``, ``objective``) whose values differ, except ``RESUME_SAFE_KEYS``."""
+    if saved is None:
+        return []
+    old, new = _flatten(saved), _flatten(current)
+    keys = sorted(set(old) | set(new))
+    return [k for k in keys if k not in RESUME_SAFE_KEYS and old.get(k) != new.get(k)]
+
+
+def read_state(path: Path) -> dict:
+    return json.loads((path / "state.json").read_text())
 
 
 def load_checkpoint(path: Path, model: torch.nn.Module, optimizer, scheduler) -> dict:
     """Restore model, optimiser, scheduler and RNG states; returns the saved trainer state."""
-    state = json.loads((path / "state.json").read_text())
-    load_model(model, str(path / "model.safetensors"))
-    optimizer.load_state_dict(_unflatten_optimizer(load_file(str(path / "optimizer.safetensors")), state["optimizer"]))
-    scheduler.load_state_dict(state["scheduler"])
-    set_rng_state(load_file(str(path / "rng.safetensors")), state["rng"])
+    state = read_state(path)
+    try:
+        load_model(model, str(path / "model.safetensors"))  # strict: every key and shape must match
+        optimizer.load_state_dict(_unflatten_optimizer(load_file(str(path / "optimizer.safetensors")), state["optimizer"]))
+        scheduler.load_state_dict(state["scheduler"])
+        set_rng_state(load_file(str(path / "rng.safetensors")), state["rng"])
+    except (RuntimeError, KeyError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CheckpointError(f"{path}: does not fit this model ({first}); "
+                              f"use --no-resume or another train.output_dir") from None
     return {"step": state["step"], **state["trainer"]}

@@ -9,6 +9,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import signal
 import time
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from cselab.config import Config
+from cselab.config import Config, ConfigError
 from cselab.data.collate import Batch, Collator, StepDataset, epoch_order
 from cselab.data.corpus import read_corpus
 from cselab.data.views import ViewBuilder
@@ -31,7 +32,11 @@ log = logging.getLogger("cselab.train")
 
 
 class TrainingError(RuntimeError):
-    """Training stopped on a fault (non-finite loss, ...); the message names the step."""
+    """Training stopped on a fault (non-finite loss or gradient); the message names the step."""
+
+
+RUN_CONFIG = "train_config.json"  # the resolved recipe (config.json is the saved model's own)
+BEST_MODEL = "best_model.json"  # written after the best model's files: absent = that save was cut short
 
 
 @dataclass
@@ -89,6 +94,85 @@ def split_roles(embeddings: torch.Tensor, batch: Batch, features: dict, encoder:
     return outputs
 
 
+def start_or_resume(out_dir: Path, config: Config, resume: bool) -> Path | None:
+    """The checkpoint to resume from, after checking it belongs to this config; None = start over.
+
+    Starting over clears the directory's old checkpoints and metrics, so a later resume can never
+    pick up a checkpoint of an earlier, different run.
+    """
+    checkpoint_dir = out_dir / "checkpoints"
+    latest = ckpt.latest_valid_checkpoint(checkpoint_dir) if resume else None
+    if latest is None:
+        shutil.rmtree(checkpoint_dir, ignore_errors=True)
+        (out_dir / "metrics.jsonl").unlink(missing_ok=True)
+        (out_dir / BEST_MODEL).unlink(missing_ok=True)
+        return None
+    differing = ckpt.config_differences(ckpt.read_state(latest).get("config"), config.to_dict())
+    if differing:
+        raise ConfigError(f"{out_dir}: its checkpoint {latest.name} was made with a different "
+                          f"{', '.join(differing)}; run with the same settings to resume, or pass --no-resume "
+                          f"(or another train.output_dir) to start over")
+    return latest
+
+
+def trim_metrics(path: Path, last_step: int) -> None:
+    """Keep the records up to ``last_step`` (the resume point), so a resumed run adds no duplicates."""
+    if not path.is_file():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            if json.loads(line)["step"] <= last_step:
+                kept.append(line)
+        except (ValueError, KeyError, TypeError):
+            pass  # a record cut short by the crash
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def save_best_model(model: SentenceEncoder, out_dir: Path, step: int, score: float) -> None:
+    """Write the best model into ``out_dir``; its marker file comes last and names the step."""
+    (out_dir / BEST_MODEL).unlink(missing_ok=True)
+    model.save(out_dir)
+    ckpt.write_json_atomic(out_dir / BEST_MODEL, {"step": step, "stsb_dev": score})
+
+
+def reconcile_best_model(out_dir: Path, state: dict, model: SentenceEncoder) -> None:
+    """Make ``state`` and the best model in ``out_dir`` agree after resuming from ``state["step"]``.
+
+    A best model saved after the checkpoint (and completely written) is kept and adopted; one whose
+    save was cut short is rewritten from the checkpoint's weights when they are that model.
+    """
+    if state["best_step"] is None and not (out_dir / BEST_MODEL).is_file():
+        return
+    try:
+        marker = json.loads((out_dir / BEST_MODEL).read_text())
+    except (OSError, ValueError):
+        marker = None
+    if marker is not None and state["best_step"] is not None and marker["step"] == state["best_step"]:
+        return
+    if marker is not None and marker["step"] > state["step"]:
+        state["best_dev"], state["best_step"] = marker["stsb_dev"], marker["step"]
+    elif state["best_step"] == state["step"]:
+        save_best_model(model, out_dir, state["best_step"], state["best_dev"])
+    else:
+        log.warning("the best model in %s was being written when the run stopped; the replayed steps rewrite it "
+                    "(exactly so only when training is deterministic, e.g. fp32 on CPU)", out_dir)
+
+
+def check_finite_parameters(module: torch.nn.Module, step: int, out_dir: Path) -> None:
+    if not all(torch.isfinite(p).all() for p in module.parameters()):
+        raise TrainingError(f"step {step}: the weights are no longer finite; no checkpoint written. "
+                            f"Resume from the last good checkpoint in {out_dir / 'checkpoints'} with a lower optim.lr")
+
+
+def quiet_worker(_worker_id: int) -> None:
+    """Data-loader workers ignore Ctrl-C/SIGTERM: the main process stops them after saving."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
     """Train as ``config`` says; returns the run summary (also written to summary.json)."""
     from accelerate import Accelerator
@@ -97,7 +181,9 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     out_dir = Path(config.train.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+    # Before any work: a resume with different settings is refused, starting over clears old state.
+    latest = start_or_resume(out_dir, config, resume)
+    ckpt.write_json_atomic(out_dir / RUN_CONFIG, config.to_dict())
     accelerator = Accelerator(mixed_precision="no", cpu=not torch.cuda.is_available())
     set_seed(config.train.seed)
     started = time.time()
@@ -120,14 +206,17 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
     trainable, optimizer = accelerator.prepare(trainable, optimizer)
     model, head = accelerator.unwrap_model(trainable)[0], accelerator.unwrap_model(trainable)[1]
 
-    # Resume from the last complete checkpoint of this output directory.
+    # Resume from the last complete checkpoint of this output directory: weights, optimiser,
+    # scheduler, RNG (dropout) and the data position, which is the step itself.
     checkpoint_dir = out_dir / "checkpoints"
-    state = {"step": 0, "best_dev": None, "best_step": None, "first_loss": None, "last_loss": None}
-    latest = ckpt.latest_valid_checkpoint(checkpoint_dir) if resume else None
+    state = {"step": 0, "best_dev": None, "best_step": None, "first_loss": None, "last_loss": None,
+             "sentences_seen": 0, "train_seconds": 0.0}
     if latest is not None:
         state.update(ckpt.load_checkpoint(latest, accelerator.unwrap_model(trainable), optimizer, scheduler))
         accelerator.print(f"resuming from {latest} (step {state['step']} of {total_steps})")
+        reconcile_best_model(out_dir, state, model)
     start_step = state["step"]
+    trim_metrics(out_dir / "metrics.jsonl", start_step)
 
     dev_dir = find_senteval_dir(config.data.dev_dir)
     dev = StsbDev(dev_dir) if dev_dir is not None and config.train.eval_steps > 0 else None
@@ -145,11 +234,15 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
     loader = torch.utils.data.DataLoader(
         StepDataset(corpus, steps[start_step:]), batch_size=None, shuffle=False,
         collate_fn=Collator(model.tokenize, view_builder), num_workers=config.train.num_workers,
-        persistent_workers=False)
+        persistent_workers=False, worker_init_fn=quiet_worker,
+        # Its own generator: starting the loader must not draw from the restored dropout RNG.
+        generator=torch.Generator().manual_seed(config.train.seed))
 
     stop = StopFlag()
 
     def on_signal(signum, _frame):
+        if stop.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # a second Ctrl-C: stop now, resume from the last checkpoint
         stop.requested, stop.signal_name = True, signal.Signals(signum).name
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -159,7 +252,6 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=total_steps, initial=start_step, desc=f"train {config.recipe}", unit="step")
-    sentences_seen, train_seconds = 0, 0.0
     step = start_step
     try:
         trainable.train()
@@ -177,25 +269,30 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
                 term_loss, term_logs = term(outputs)
                 loss = loss + weight * term_loss
                 logs.update(term_logs)
+            done = step + 1
             if not torch.isfinite(loss):
-                raise TrainingError(f"step {step}: loss is {loss.item()}; stopping. The best model saved so far "
-                                    f"stays in {out_dir} (lower optim.lr or use train.precision=fp32)")
+                raise TrainingError(f"step {done}: loss is {loss.item()}; stopped before updating the weights. "
+                                    f"Checkpoints and the best model so far stay in {out_dir} "
+                                    f"(lower optim.lr, or use train.precision=fp32)")
             accelerator.backward(loss)
-            if config.optim.max_grad_norm > 0:
-                accelerator.clip_grad_norm_(trainable.parameters(), config.optim.max_grad_norm)
+            # Clipping to max_norm=inf measures the norm without changing the gradients.
+            grad_norm = accelerator.clip_grad_norm_(trainable.parameters(), config.optim.max_grad_norm or math.inf)
+            if not torch.isfinite(torch.as_tensor(grad_norm)):
+                raise TrainingError(f"step {done}: gradient norm is {float(grad_norm)}; stopped before updating the "
+                                    f"weights. Checkpoints and the best model so far stay in {out_dir} "
+                                    f"(lower optim.lr, or use train.precision=fp32)")
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
-            train_seconds += time.perf_counter() - tick
-            sentences_seen += batch.num_sentences
-            done = step + 1
+            state["train_seconds"] += time.perf_counter() - tick
+            state["sentences_seen"] += batch.num_sentences
 
             record = {"step": done, "loss": loss.item(), "lr": scheduler.get_last_lr()[0], **logs}
             if dev is not None and (done % config.train.eval_steps == 0 or done == total_steps):
                 record["stsb_dev"] = evaluate()
                 if state["best_dev"] is None or record["stsb_dev"] > state["best_dev"]:
                     state["best_dev"], state["best_step"] = record["stsb_dev"], done
-                    model.save(out_dir)  # SimCSE keeps only the best checkpoint
+                    save_best_model(model, out_dir, done, record["stsb_dev"])  # SimCSE keeps only the best
                 trainable.train()
             if done % config.train.log_steps == 0 or "stsb_dev" in record or done == total_steps:
                 metrics_file.write(json.dumps(record) + "\n")
@@ -207,9 +304,14 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss.item():.4f}", **({"dev": f"{record['stsb_dev']:.2f}"} if "stsb_dev" in record else {}))
             state["step"] = done
-            if (config.train.save_steps and done % config.train.save_steps == 0 and done < total_steps) or stop.requested:
+            if done == total_steps and dev is None:
+                model.save(out_dir)  # no dev set: the final model is the last step's
+            # The last step is checkpointed too, so running a finished command again redoes nothing.
+            every = config.train.save_steps
+            if (every and (done % every == 0 or done == total_steps)) or stop.requested:
+                check_finite_parameters(trainable, done, out_dir)
                 ckpt.save_checkpoint(checkpoint_dir, done, accelerator.unwrap_model(trainable), optimizer, scheduler,
-                                     {k: v for k, v in state.items() if k != "step"})
+                                     {k: v for k, v in state.items() if k != "step"}, config.to_dict())
             if stop.requested:
                 accelerator.print(f"\n{stop.signal_name}: stopped after step {done}; checkpoint saved. "
                                   f"Run the same command again to resume.")
@@ -222,8 +324,6 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
             signal.signal(s, handler)
 
     finished = state["step"] >= total_steps
-    if finished and dev is None:
-        model.save(out_dir)
     summary = {
         "recipe": config.recipe,
         "output_dir": str(out_dir),
@@ -235,9 +335,9 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
         "final_loss": state["last_loss"],
         "best_stsb_dev": state["best_dev"],
         "best_step": state["best_step"],
-        "train_seconds": round(train_seconds, 2),
-        "sentences_per_second": round(sentences_seen / train_seconds, 2) if train_seconds else None,
+        "train_seconds": round(state["train_seconds"], 2),
+        "sentences_per_second": round(state["sentences_seen"] / state["train_seconds"], 2) if state["train_seconds"] else None,
         "wall_seconds": round(time.time() - started, 2),
     }
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    ckpt.write_json_atomic(out_dir / "summary.json", summary)
     return summary

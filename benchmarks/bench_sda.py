@@ -1,0 +1,140 @@
+"""SDA augmenters on the first 11,913 wiki1m sentences: changed share and throughput.
+
+Writes benchmarks/results/sda_speed.{json,md}: the share of sentences each rule changes (next to
+the paper's Table 3), sentences/s end to end (spaCy parse + rule) for several ``n_process`` /
+``batch_size`` settings, CPU-time throughput (less sensitive to other jobs on the machine), the
+1-minute load average around every timing, and real before/after examples.
+
+    python benchmarks/bench_sda.py [--speed-sentences 3000] [--examples 10]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import markdown_table, require_shared, write_results  # noqa: E402
+
+from cselab.augment import build_augmenter  # noqa: E402
+from cselab.augment.sda import load_spacy, parse  # noqa: E402
+
+PAPER_SHARE = {"sda_punctuation": 0.6261, "sda_affirmative_aux": 0.7791, "sda_double_negation": 0.4666}
+VARIANTS = [  # (label, registered name, parameters)
+    ("PI (random rule, default)", "sda_punctuation", {}),
+    ("PI (Algorithm 1 order)", "sda_punctuation", {"rule_choice": "ordered"}),
+    ("AA", "sda_affirmative_aux", {}),
+    ("DN (Algorithm 3, default)", "sda_double_negation", {}),
+    ("DN (template completion)", "sda_double_negation", {"completion": "template"}),
+    ("single negation (hard negative)", "sda_single_negation", {}),
+]
+
+
+def load_average() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def timed(fn):
+    """Wall and CPU seconds of ``fn()`` (CPU of this process only), with load before/after."""
+    load_before = load_average()
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = fn()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return result, {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "load_before": load_before,
+                    "load_after": load_average()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--speed-sentences", type=int, default=3000,
+                        help="sentences per speed setting (the shares always use the whole file)")
+    parser.add_argument("--examples", type=int, default=10, help="before/after examples per rule")
+    args = parser.parse_args()
+
+    corpus = require_shared() / "corpus" / "wiki1m-first-11913.txt"
+    sentences = corpus.read_text(encoding="utf-8").splitlines()
+    load_spacy()  # model loading is not part of any timing
+
+    # 1. Changed share: parse the whole file once, apply every variant to the same parses.
+    docs, parse_timing = timed(lambda: parse(sentences, batch_size=256, progress=True))
+    shares, outputs = {}, {}
+    for label, name, params in VARIANTS:
+        augmenter = build_augmenter(name, **params)
+        out, timing = timed(lambda: augmenter.augment_docs(sentences, docs, seed=0))
+        outputs[label] = out
+        changed = sum(a != b for a, b in zip(sentences, out))
+        shares[label] = {"augmenter": name, "params": params, "changed": changed, "share": changed / len(sentences),
+                         "paper_share": PAPER_SHARE.get(name) if not params else None,
+                         "rules_only_sentences_per_s": round(len(sentences) / timing["wall_s"], 1)}
+
+    # 2. Throughput end to end (parse + rule) on a slice, for several settings.
+    subset = sentences[: args.speed_sentences]
+    speed = []
+    for name in ("sda_punctuation", "sda_affirmative_aux", "sda_double_negation"):
+        for n_process in (1, 2):
+            for batch_size in (64, 256, 1024):
+                augmenter = build_augmenter(name, n_process=n_process, batch_size=batch_size)
+                _, timing = timed(lambda: augmenter.augment(subset, seed=0))
+                row = {"augmenter": name, "n_process": n_process, "batch_size": batch_size,
+                       "sentences": len(subset), **timing,
+                       "sentences_per_s": round(len(subset) / timing["wall_s"], 1)}
+                if n_process == 1:  # with workers the parsing CPU is spent in the children
+                    row["sentences_per_cpu_s"] = round(len(subset) / timing["cpu_s"], 1)
+                speed.append(row)
+                print(row, flush=True)
+
+    best = {}
+    for row in speed:
+        if row["augmenter"] not in best or row["sentences_per_s"] > best[row["augmenter"]]["sentences_per_s"]:
+            best[row["augmenter"]] = row
+    cpu_rate = {r["augmenter"]: max(x.get("sentences_per_cpu_s", 0) for x in speed if x["augmenter"] == r["augmenter"])
+                for r in speed}
+
+    rows = []
+    for label, name, params in VARIANTS:
+        info = shares[label]
+        paper = f"{info['paper_share']:.1%}" if info["paper_share"] is not None else "-"
+        fastest = best.get(name) if not params else None
+        rows.append([label, f"{info['share']:.1%}", paper,
+                     f"{fastest['sentences_per_s']:.0f} (n_process={fastest['n_process']}, batch={fastest['batch_size']})"
+                     if fastest else "-",
+                     f"{cpu_rate[name]:.0f}" if fastest else "-"])
+
+    speed_table = markdown_table(
+        ["augmenter", "n_process", "batch", "sentences/s (wall)", "sentences per CPU-s", "load before", "load after"],
+        [[r["augmenter"], r["n_process"], r["batch_size"], r["sentences_per_s"], r.get("sentences_per_cpu_s", "-"),
+          r["load_before"], r["load_after"]] for r in speed])
+    examples_md, examples = [], {}
+    for label, name, params in VARIANTS:
+        picked = [(a, b) for a, b in zip(sentences, outputs[label]) if a != b and len(a) <= 140][: args.examples]
+        examples[label] = [{"before": a, "after": b} for a, b in picked]
+        examples_md += [f"### {label}", ""] + [f"- `{a}`  \n  -> `{b}`" for a, b in picked] + [""]
+
+    notes = "\n".join([
+        f"Corpus: `wiki1m-first-11913.txt` ({len(sentences)} lines, shares over all of them; seed 0). "
+        f"Parsing the whole file once (n_process=1, batch 256) took {parse_timing['wall_s']:.0f} s wall "
+        f"({len(sentences) / parse_timing['wall_s']:.0f} sentences/s) at load {parse_timing['load_before']}"
+        f"-{parse_timing['load_after']}.",
+        "",
+        "Throughput = `augment()` end to end (spaCy parse with tok2vec+tagger+parser, then the rule) on the "
+        f"first {len(subset)} sentences. 'sentences per CPU-s' counts this process's CPU time (n_process=1 "
+        "only), an estimate of single-core speed that other jobs on the shared 2-core machine disturb less "
+        "than wall time. The machine was shared with other helpers' jobs; see the load columns.",
+        "",
+        speed_table,
+        "",
+        "## Examples (first changed corpus sentences of at most 140 characters, seed 0)",
+        "",
+        *examples_md,
+    ])
+    write_results("sda_speed", {"shares": shares, "speed": speed, "parse_all": parse_timing, "examples": examples},
+                  "SDA augmenters: changed share (vs paper Table 3) and throughput",
+                  ["variant", "changed share", "paper", "best sentences/s (wall, end to end)", "sentences per CPU-s (1 process)"],
+                  rows, notes)
+    print((Path(__file__).parent / "results" / "sda_speed.md").read_text())
+
+
+if __name__ == "__main__":
+    main()

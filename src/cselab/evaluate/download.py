@@ -1,0 +1,179 @@
+"""``cselab data download``: fetch SentEval's data in its directory layout, safely.
+
+The default source is the SimCSE authors' packaging of SentEval's downstream data (one tar with
+every task in SentEval's layout, already preprocessed the way SentEval's get_transfer_data.bash
+leaves it). The archive's size is checked against the server's Content-Length, its sha256 against
+``--sha256`` when given (and printed either way so it can be pinned), every archive member is
+checked before extraction (no absolute paths, no "..", no links or device files), and the result
+must contain every file the evaluation reads.
+"""
+from __future__ import annotations
+
+import hashlib
+import shutil
+import stat
+import tarfile
+import tempfile
+import urllib.request
+import zipfile
+from pathlib import Path, PurePosixPath
+from typing import Callable
+
+from cselab.evaluate import tasks as task_registry
+
+DEFAULT_URL = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/senteval.tar"
+DEFAULT_DEST = Path.home() / ".cache" / "cselab" / "senteval"
+
+
+class DownloadError(RuntimeError):
+    """The download or the archive is not what it should be."""
+
+
+class UnsafeArchiveError(DownloadError):
+    """An archive member would be written outside the destination (or is a link/device)."""
+
+
+def required_files() -> list[str]:
+    """Every file a full test- or dev-split evaluation reads, relative to the data directory."""
+    needed: list[str] = []
+    for split in task_registry.SPLITS:
+        for name in task_registry.resolve("all", split):
+            task = task_registry.TASKS.get(name)(data_dir=Path("."), split=split)
+            needed += [f for f in task.relative_files() if f not in needed]
+    return needed
+
+
+def fetch(url: str, target: Path, progress: bool = True) -> dict:
+    """Stream ``url`` (http(s) or file://) to ``target``; returns bytes written, expected size and sha256."""
+    digest = hashlib.sha256()
+    written = 0
+    try:
+        response = urllib.request.urlopen(url, timeout=60)
+    except (OSError, ValueError) as exc:
+        raise DownloadError(f"{url}: cannot download ({exc})") from None
+    with response:
+        length = response.headers.get("Content-Length")
+        expected = int(length) if length and length.isdigit() else None
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=expected, unit="B", unit_scale=True, desc=f"download {Path(url).name}")
+        with open(target, "wb") as handle:
+            for block in iter(lambda: response.read(1 << 20), b""):
+                handle.write(block)
+                digest.update(block)
+                written += len(block)
+                if bar is not None:
+                    bar.update(len(block))
+        if bar is not None:
+            bar.close()
+    return {"bytes": written, "expected_bytes": expected, "sha256": digest.hexdigest()}
+
+
+def _check_member_name(name: str, archive: Path) -> PurePosixPath:
+    path = PurePosixPath(name.replace("\\", "/"))
+    if path.is_absolute() or name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
+        raise UnsafeArchiveError(f"{archive}: member {name!r} has an absolute path; refusing to extract")
+    if ".." in path.parts:
+        raise UnsafeArchiveError(f"{archive}: member {name!r} points outside the destination; refusing to extract")
+    return path
+
+
+def _inside(root: Path, relative: PurePosixPath, archive: Path, name: str) -> None:
+    resolved = (root / relative).resolve()
+    if resolved != root and root not in resolved.parents:
+        raise UnsafeArchiveError(f"{archive}: member {name!r} resolves outside the destination; refusing to extract")
+
+
+def check_archive(archive: Path, root: Path) -> None:
+    """Refuse archives with members that could write outside ``root``: absolute, "..", links, devices."""
+    root = root.resolve()
+    if tarfile.is_tarfile(archive):
+        with tarfile.open(archive) as tar:
+            for member in tar.getmembers():
+                relative = _check_member_name(member.name, archive)
+                if member.issym() or member.islnk():
+                    raise UnsafeArchiveError(f"{archive}: member {member.name!r} is a link; refusing to extract")
+                if not (member.isfile() or member.isdir()):
+                    raise UnsafeArchiveError(f"{archive}: member {member.name!r} is not a regular file or directory")
+                _inside(root, relative, archive, member.name)
+    elif zipfile.is_zipfile(archive):
+        with zipfile.ZipFile(archive) as zipped:
+            for info in zipped.infolist():
+                relative = _check_member_name(info.filename, archive)
+                if stat.S_ISLNK(info.external_attr >> 16):
+                    raise UnsafeArchiveError(f"{archive}: member {info.filename!r} is a link; refusing to extract")
+                _inside(root, relative, archive, info.filename)
+    else:
+        raise DownloadError(f"{archive}: not a tar or zip archive")
+
+
+def safe_extract(archive: Path, root: Path) -> None:
+    """Extract after :func:`check_archive`; tarfile's "data" filter is a second guard."""
+    check_archive(archive, root)
+    root.mkdir(parents=True, exist_ok=True)
+    if tarfile.is_tarfile(archive):
+        with tarfile.open(archive) as tar:
+            tar.extractall(root, filter="data")
+    else:
+        with zipfile.ZipFile(archive) as zipped:
+            zipped.extractall(root)
+
+
+def find_layout_root(folder: Path, depth: int = 3) -> Path | None:
+    """The directory holding SentEval's layout (``STS/STSBenchmark``) inside an extracted archive."""
+    candidates = [folder]
+    for _ in range(depth + 1):
+        for candidate in candidates:
+            if (candidate / "STS" / "STSBenchmark").is_dir():
+                return candidate
+        candidates = [c for parent in candidates for c in sorted(parent.iterdir()) if c.is_dir()]
+    return None
+
+
+def download(dest: Path = DEFAULT_DEST, url: str = DEFAULT_URL, sha256: str | None = None, force: bool = False,
+             fetcher: Callable[[str, Path], dict] | None = None, progress: bool = True) -> dict:
+    """Download, verify and unpack SentEval's data into ``dest``; returns what was done."""
+    dest = Path(dest).expanduser()
+    needed = required_files()
+    if not force and dest.is_dir() and all((dest / f).is_file() for f in needed):
+        return {"dest": str(dest), "status": "already complete", "files": len(needed)}
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".cselab-download-", dir=dest.parent) as work:
+        work_dir = Path(work)
+        archive = work_dir / (Path(url).name or "senteval.tar")
+        fetched = (fetcher or (lambda u, t: fetch(u, t, progress=progress)))(url, archive)
+        if fetched.get("expected_bytes") is not None and fetched["bytes"] != fetched["expected_bytes"]:
+            raise DownloadError(f"{url}: got {fetched['bytes']} bytes, the server announced {fetched['expected_bytes']} "
+                                "(interrupted download?); run the command again")
+        if sha256 and fetched["sha256"].lower() != sha256.lower():
+            raise DownloadError(f"{url}: sha256 {fetched['sha256']} does not match the expected {sha256}")
+        staging = work_dir / "unpacked"
+        safe_extract(archive, staging)
+        root = find_layout_root(staging)
+        if root is None:
+            raise DownloadError(f"{url}: the archive has no STS/STSBenchmark directory (not SentEval's layout)")
+        absent = [f for f in needed if not (root / f).is_file()]
+        if absent:
+            raise DownloadError(f"{url}: the archive lacks {absent[0]}" + (f" and {len(absent) - 1} more files" if len(absent) > 1 else ""))
+        dest.mkdir(parents=True, exist_ok=True)
+        for item in root.iterdir():
+            target = dest / item.name
+            if target.exists():
+                shutil.rmtree(target) if target.is_dir() else target.unlink()
+            shutil.move(str(item), str(target))
+    return {"dest": str(dest), "status": "downloaded", "files": len(needed), "bytes": fetched["bytes"],
+            "sha256": fetched["sha256"], "url": url}
+
+
+def check(data_dir: Path) -> dict[str, list[str]]:
+    """Per split, which tasks' files are present and which are missing."""
+    report: dict[str, list[str]] = {}
+    for split in task_registry.SPLITS:
+        for name in task_registry.resolve("all", split):
+            task = task_registry.TASKS.get(name)(data_dir=Path(data_dir), split=split)
+            report.setdefault(f"{split}: ok" if not task.missing_files() else f"{split}: missing", []).append(name)
+    return report
+
+

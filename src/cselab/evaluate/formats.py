@@ -1,0 +1,193 @@
+"""Readers for SentEval's data directory layout (the files exactly as SentEval's scripts leave them).
+
+Every reader returns plain Python/numpy data and raises a one-line error naming the file (and the
+line) when the content does not match the format. Sentences are whitespace-normalised the way
+SentEval + SimCSE's batcher see them (``line.split()`` then ``" ".join``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+DOWNLOAD_HINT = "run `cselab data download --dest DIR` and pass --data-dir DIR"
+
+
+class DataFormatError(ValueError):
+    """A SentEval file whose content does not match its format."""
+
+
+class MissingDataError(FileNotFoundError):
+    """A SentEval file that is not in the data directory."""
+
+
+def require(path: Path) -> Path:
+    if not path.is_file():
+        raise MissingDataError(f"{path}: not found; the SentEval data is missing ({DOWNLOAD_HINT})")
+    return path
+
+
+def read_text(path: Path) -> str:
+    """File content as text: UTF-8 (BOM dropped) when it decodes, else latin-1 (MR, TREC and CR ship latin-1 bytes)."""
+    data = require(Path(path)).read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+def normalize(sentence: str) -> str:
+    """SentEval tokenises by whitespace and SimCSE's batcher joins with one space."""
+    return " ".join(sentence.split())
+
+
+@dataclass
+class SentencePairs:
+    """Scored sentence pairs (STS, SICK-R, STS-B)."""
+
+    left: list[str]
+    right: list[str]
+    gold: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.gold)
+
+
+@dataclass
+class LabelledSentences:
+    """Single sentences with integer class labels (MR, CR, SUBJ, MPQA, SST-2, TREC)."""
+
+    sentences: list[str]
+    labels: np.ndarray
+
+
+@dataclass
+class LabelledPairs:
+    """Sentence pairs with integer labels (MRPC)."""
+
+    left: list[str]
+    right: list[str]
+    labels: np.ndarray
+
+
+def _float(value: str, path: Path, number: int, what: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise DataFormatError(f"{path}:{number}: {what} {value!r} is not a number") from None
+
+
+def read_sts_subset(input_path: Path, gold_path: Path) -> SentencePairs:
+    """STS12-16 ``STS.input.<subset>.txt`` (sentence TAB sentence) and ``STS.gs.<subset>.txt`` (one score a line).
+
+    A blank gold line marks an unscored pair: the pair is skipped and the files stay aligned.
+    """
+    inputs = read_text(input_path).splitlines()
+    golds = read_text(gold_path).splitlines()
+    if len(inputs) != len(golds):
+        raise DataFormatError(f"{gold_path}: {len(golds)} gold lines for {len(inputs)} sentence pairs in {input_path.name}")
+    left, right, scores = [], [], []
+    for number, (line, gold) in enumerate(zip(inputs, golds), start=1):
+        if not gold.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) < 2:
+            raise DataFormatError(f"{input_path}:{number}: expected two tab-separated sentences, found {len(fields)} field(s)")
+        scores.append(_float(gold.strip(), gold_path, number, "gold score"))
+        left.append(normalize(fields[0]))
+        right.append(normalize(fields[1]))
+    return SentencePairs(left, right, np.asarray(scores, dtype=np.float64))
+
+
+def read_stsb(path: Path) -> SentencePairs:
+    """STS-B ``sts-{train,dev,test}.csv``: tab-separated, score in column 5, sentences in 6 and 7.
+
+    Some lines carry extra columns (the source of the pair) after the second sentence; they are ignored.
+    Quotes are ordinary characters here (no csv quoting).
+    """
+    left, right, scores = [], [], []
+    for number, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) < 7:
+            raise DataFormatError(f"{path}:{number}: expected at least 7 tab-separated columns, found {len(fields)}")
+        scores.append(_float(fields[4], path, number, "score (column 5)"))
+        left.append(normalize(fields[5]))
+        right.append(normalize(fields[6]))
+    return SentencePairs(left, right, np.asarray(scores, dtype=np.float64))
+
+
+def read_sick(path: Path) -> SentencePairs:
+    """SICK ``SICK_{train,trial,test_annotated}.txt``: header line, then pair_ID, A, B, relatedness, entailment."""
+    lines = read_text(path).splitlines()
+    left, right, scores = [], [], []
+    for number, line in enumerate(lines, start=1):
+        if number == 1 or not line.strip():
+            continue  # header: pair_ID sentence_A sentence_B relatedness_score entailment_judgment
+        fields = line.split("\t")
+        if len(fields) < 4:
+            raise DataFormatError(f"{path}:{number}: expected at least 4 tab-separated columns, found {len(fields)}")
+        scores.append(_float(fields[3], path, number, "relatedness score (column 4)"))
+        left.append(normalize(fields[1]))
+        right.append(normalize(fields[2]))
+    return SentencePairs(left, right, np.asarray(scores, dtype=np.float64))
+
+
+def read_binary(positive: Path, negative: Path) -> LabelledSentences:
+    """MR/CR/SUBJ/MPQA: one sentence a line, label 1 for the first file, 0 for the second."""
+    sentences, labels = [], []
+    for path, label in ((positive, 1), (negative, 0)):
+        for line in read_text(path).splitlines():
+            if line.strip():
+                sentences.append(normalize(line))
+                labels.append(label)
+    return LabelledSentences(sentences, np.asarray(labels, dtype=np.int64))
+
+
+def read_sst(path: Path) -> LabelledSentences:
+    """SST ``binary/sentiment-{train,dev,test}``: sentence TAB label (0/1)."""
+    sentences, labels = [], []
+    for number, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        sentence, sep, label = line.rpartition("\t")
+        if not sep or label.strip() not in ("0", "1"):
+            raise DataFormatError(f"{path}:{number}: expected 'sentence<TAB>0|1', found {line[:60]!r}")
+        sentences.append(normalize(sentence))
+        labels.append(int(label))
+    return LabelledSentences(sentences, np.asarray(labels, dtype=np.int64))
+
+
+TREC_CLASSES = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
+
+
+def read_trec(path: Path) -> LabelledSentences:
+    """TREC ``train_5500.label`` / ``TREC_10.label``: ``COARSE:fine question``; the coarse class is the label."""
+    sentences, labels = [], []
+    for number, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        target, _, question = line.strip().partition(" ")
+        coarse = target.split(":", 1)[0]
+        if coarse not in TREC_CLASSES or ":" not in target:
+            raise DataFormatError(f"{path}:{number}: expected 'COARSE:fine question' with COARSE in {', '.join(TREC_CLASSES)}, found {target!r}")
+        sentences.append(normalize(question))
+        labels.append(TREC_CLASSES.index(coarse))
+    return LabelledSentences(sentences, np.asarray(labels, dtype=np.int64))
+
+
+def read_mrpc(path: Path) -> LabelledPairs:
+    """MRPC ``msr_paraphrase_{train,test}.txt``: header, then Quality, #1 ID, #2 ID, #1 String, #2 String."""
+    left, right, labels = [], [], []
+    for number, line in enumerate(read_text(path).splitlines(), start=1):
+        if number == 1 or not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) < 5 or fields[0].strip() not in ("0", "1"):
+            raise DataFormatError(f"{path}:{number}: expected 'label<TAB>id<TAB>id<TAB>sentence<TAB>sentence' with label 0/1")
+        labels.append(int(fields[0]))
+        left.append(normalize(fields[3]))
+        right.append(normalize(fields[4]))
+    return LabelledPairs(left, right, np.asarray(labels, dtype=np.int64))

@@ -1,0 +1,92 @@
+"""Loading the encoders to evaluate (cselab, sentence-transformers or plain Hugging Face) and keying their cache."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from cselab.evaluate.embeddings import CACHE_FORMAT
+
+FULL_LENGTH_CAP = 512  # SimCSE's evaluation does not truncate; BERT-style models stop at 512 positions
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".json", ".txt", ".model")
+
+
+def full_length(encoder) -> int:
+    """The longest input the model accepts (tokenizer limit and position embeddings), capped at 512."""
+    limits = [FULL_LENGTH_CAP, getattr(encoder.backbone.config, "max_position_embeddings", FULL_LENGTH_CAP)]
+    tokenizer_limit = getattr(encoder.tokenizer, "model_max_length", None)
+    if isinstance(tokenizer_limit, int) and tokenizer_limit > 0:
+        limits.append(tokenizer_limit)
+    return int(min(limits))
+
+
+def weights_fingerprint(path: Path) -> str | None:
+    """Hash of the names, sizes and mtimes of a model directory's weight/config files (None if not a directory)."""
+    if not path.is_dir():
+        return None
+    entries = []
+    for file in sorted(path.rglob("*")):
+        if file.is_file() and file.suffix in WEIGHT_SUFFIXES and file.name != "README.md" and len(file.relative_to(path).parts) <= 3:
+            stat = file.stat()
+            entries.append([str(file.relative_to(path)), stat.st_size, stat.st_mtime_ns])
+    return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
+
+
+@dataclass
+class LoadedModel:
+    """An encoder with the settings it is evaluated with."""
+
+    name: str
+    path: str
+    encoder: object
+    pooler: str
+    max_seq_len: int
+    precision: str = "fp32"
+    batch_size: int = 128
+    fingerprint: str | None = None
+    show_progress: bool = True
+    details: dict = field(default_factory=dict)
+
+    def encode(self, sentences: list[str]) -> np.ndarray:
+        return self.encoder.encode(sentences, batch_size=self.batch_size, precision=self.precision,
+                                   show_progress=self.show_progress and len(sentences) > self.batch_size)
+
+    @property
+    def cache_key(self) -> str | None:
+        """Directory name of this model's cache entries; None when the weights cannot be fingerprinted."""
+        if self.fingerprint is None:
+            return None
+        parts = [CACHE_FORMAT, str(Path(self.path).resolve()), self.fingerprint, self.pooler,
+                 str(self.max_seq_len), self.precision]
+        digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
+        readable = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(self.name).name or "model")
+        return f"{readable}-{digest}"
+
+    def describe(self) -> dict:
+        return {"model": self.name, "path": self.path, "pooler": self.pooler, "max_seq_len": self.max_seq_len,
+                "precision": self.precision, **self.details}
+
+
+def load_model(name_or_path: str, pooler: str = "auto", max_seq_len: int | None = None,
+               precision: str = "fp32", batch_size: int = 128) -> LoadedModel:
+    """``cselab.load`` with evaluation settings: by default no truncation below the model's own limit."""
+    import cselab
+    from cselab.model.encoder import resolve_model_path
+
+    if precision not in ("fp32", "bf16"):
+        raise KeyError(f"unknown precision {precision!r}; known: bf16, fp32")
+    resolved = resolve_model_path(name_or_path)
+    local = Path(resolved)
+    if not local.exists() and (name_or_path.startswith((".", "/", "~")) or Path(name_or_path).suffix):
+        raise FileNotFoundError(f"{name_or_path}: model directory not found")
+    encoder = cselab.load(name_or_path, pooler=pooler, max_seq_len=max_seq_len)
+    if max_seq_len is None:
+        encoder.max_seq_len = full_length(encoder)
+    return LoadedModel(name=name_or_path, path=str(local.resolve()) if local.exists() else resolved, encoder=encoder,
+                       pooler=encoder.pooler, max_seq_len=encoder.max_seq_len, precision=precision,
+                       batch_size=batch_size, fingerprint=weights_fingerprint(local),
+                       details={"mlp_at_eval": bool(encoder.mlp is not None and not encoder.mlp_only_train)})

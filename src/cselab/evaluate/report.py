@@ -1,0 +1,97 @@
+"""Results as JSON and as Markdown tables in the papers' layout (STS12 ... SICK-R, Avg.)."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from cselab.evaluate.tasks import DISPLAY, STS_TASKS, STS_YEARS, TRANSFER_TASKS
+
+SPLIT_LABEL = {"STSBenchmark": {"dev": "STS-B (dev)"}, "SICKRelatedness": {"dev": "SICK-R (trial)"},
+               "SST2": {"dev": "SST-2 (dev)"}, "MRPC": {"dev": "MRPC (train CV)"}}
+
+
+def _clean(value):
+    """JSON has no NaN: undefined correlations become null."""
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def to_json(results: list[dict]) -> str:
+    """One model: its result dict (headline under ``avg``); several: ``{"models": [...]}``."""
+    payload = results[0] if len(results) == 1 else {"models": results}
+    return json.dumps(_clean(payload), indent=2)
+
+
+def _number(value) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.2f}"
+
+
+def _label(name: str, split: str) -> str:
+    return SPLIT_LABEL.get(name, {}).get(split, DISPLAY.get(name, name))
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|",
+            *("| " + " | ".join(row) + " |" for row in rows)]
+
+
+def _model_cell(result: dict) -> str:
+    return f"{result['model']} ({result.get('pooler') or '?'})"
+
+
+def markdown(results: list[dict]) -> str:
+    """Side-by-side tables for one or more models evaluated on the same tasks."""
+    first = results[0]
+    split = first["split"]
+    lines = [f"# cselab evaluation ({'test: the papers protocol' if split == 'test' else 'dev: model selection data'})", ""]
+    sts = [n for n in STS_TASKS if any(n in r["tasks"] for r in results)]
+    if sts:
+        lines += ["Spearman correlation x100 of cosine similarity with gold scores"
+                  + (" (STS12-16: all subsets pooled)." if any(n in STS_YEARS for n in sts) else "."), ""]
+        rows = [[_model_cell(r)] + [_number(r["tasks"].get(n, {}).get("score")) for n in sts] + [_number(r["avg"])]
+                for r in results]
+        lines += _table(["Model (pooler)"] + [_label(n, split) for n in sts] + ["Avg."], rows) + [""]
+    years = [n for n in STS_YEARS if any(n in r["tasks"] for r in results)]
+    if years:
+        lines += ["STS12-16 aggregates: all (pooled) / mean / wmean (size-weighted mean) of subsets.", ""]
+        rows = [[_model_cell(r)] + [" / ".join(_number(r["tasks"][n][k]) for k in ("all", "mean", "wmean"))
+                                   if n in r["tasks"] else "-" for n in years] for r in results]
+        lines += _table(["Model (pooler)"] + years, rows) + [""]
+    transfer = [n for n in TRANSFER_TASKS if any(n in r["tasks"] for r in results)]
+    if transfer:
+        what = "test accuracy" if split == "test" else "validation accuracy (SentEval's devacc)"
+        lines += [f"Transfer tasks: logistic-regression probe {what}, mode {first['transfer_mode']}.", ""]
+        rows = [[_model_cell(r)] + [_number(r["tasks"].get(n, {}).get("score")) for n in transfer]
+                + [_number(r["transfer_avg"])] for r in results]
+        lines += _table(["Model (pooler)"] + [_label(n, split) for n in transfer] + ["Avg."], rows) + [""]
+    if any("align" in r["tasks"] for r in results):
+        lines += ["Alignment and uniformity (Wang & Isola 2020; lower is better), normalised embeddings.", ""]
+        rows = [[_model_cell(r), f"{r['tasks']['align']['alignment']:.4f}", f"{r['tasks']['align']['uniformity']:.4f}",
+                 r["tasks"]["align"]["file"], str(r["tasks"]["align"]["n_pairs"])]
+                for r in results if "align" in r["tasks"]]
+        lines += _table(["Model (pooler)", "Alignment", "Uniformity", "Data", "Pairs (gold > 4)"], rows) + [""]
+    lines += ["Models:", ""]
+    for r in results:
+        lines.append(f"- {r['model']}: path {r.get('path')}, pooler {r.get('pooler')}, max_seq_len "
+                     f"{r.get('max_seq_len')}, precision {r.get('precision')}")
+    lines += ["", f"Data directory: {first['data_dir']} (split {split}); seed {first['seed']}; {first['date']}.", ""]
+    return "\n".join(lines)
+
+
+def write(results: list[dict], json_path: Path | None, markdown_path: Path | None) -> list[Path]:
+    written = []
+    if json_path is not None:
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_path).write_text(to_json(results) + "\n")
+        written.append(Path(json_path))
+    if markdown_path is not None:
+        Path(markdown_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(markdown_path).write_text(markdown(results))
+        written.append(Path(markdown_path))
+    return written

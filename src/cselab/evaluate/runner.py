@@ -1,0 +1,65 @@
+"""Run evaluation tasks on one encoder and collect the results (one dict per model)."""
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from cselab.evaluate import tasks as task_registry
+from cselab.evaluate.embeddings import EmbeddingStore, Encoder, SentenceLookup
+from cselab.evaluate.models import LoadedModel
+from cselab.evaluate.transfer import ProbeSettings
+
+
+def _mean(values: list[float]) -> float | None:
+    # nan (an undefined correlation) propagates: an average over a failed task is not a number
+    return float(np.mean([math.nan if v is None else v for v in values])) if values else None
+
+
+def evaluate(model: LoadedModel | Encoder, data_dir: str | Path, tasks: str | list[str] = "sts", split: str = "test",
+             transfer_mode: str = "test", cache_dir: Path | None = None, seed: int = 1111,
+             progress: bool = True, on_task_done: Callable[[str, dict], None] | None = None) -> dict:
+    """Scores of ``model`` on the named tasks/groups; ``avg`` is the mean of the STS tasks' headline numbers.
+
+    ``model`` is a :class:`LoadedModel` (cache keyed by its weights) or anything with
+    ``encode(list[str]) -> ndarray`` (no disk cache: it cannot be fingerprinted).
+    """
+    data_dir = Path(data_dir)
+    settings = ProbeSettings(mode=transfer_mode, seed=seed)
+    names = task_registry.resolve(tasks, split)
+    built = task_registry.build(names, data_dir, split, settings)
+    if isinstance(model, LoadedModel):
+        store = EmbeddingStore(model.encode, model.cache_key, cache_dir)
+        description = model.describe()
+    else:
+        store = EmbeddingStore(lambda s: model.encode(s), None, None)
+        description = {"model": type(model).__name__, "path": None, "pooler": getattr(model, "pooler", None)}
+    results: dict[str, dict] = {}
+    seconds: dict[str, float] = {}
+    iterator = built
+    if progress:
+        from tqdm.auto import tqdm
+
+        iterator = tqdm(built, desc=f"eval {description['model']}", unit="task")
+    for task in iterator:
+        if progress:
+            iterator.set_postfix_str(task.display)
+        start = time.perf_counter()
+        sentences = task.sentences()
+        vectors = store.embed(task.name, task.files(), sentences)
+        results[task.name] = task.score(SentenceLookup(sentences, vectors))
+        seconds[task.name] = round(time.perf_counter() - start, 3)
+        if on_task_done is not None:
+            on_task_done(task.name, results[task.name])
+    sts = [n for n in names if n in task_registry.STS_TASKS]
+    transfer = [n for n in names if n in task_registry.TRANSFER_TASKS]
+    return {**description, "data_dir": str(data_dir.resolve()), "split": split, "transfer_mode": transfer_mode,
+            "seed": seed, "tasks": results,
+            "avg": _mean([results[n]["score"] for n in sts]), "avg_over": sts,
+            "transfer_avg": _mean([results[n]["score"] for n in transfer]), "transfer_avg_over": transfer,
+            "embedding_stats": dict(store.stats), "cache_dir": str(store.folder) if store.folder else None,
+            "seconds": seconds, "cselab_version": __import__("cselab").__version__,
+            "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}

@@ -1,0 +1,34 @@
+"""Hardware efficiency: model FLOPs per step and the machine's measured matmul peak."""
+from __future__ import annotations
+
+import time
+
+import torch
+
+
+def matmul_peak_flops(dtype: torch.dtype = torch.bfloat16, seconds: float = 1.0, size: int = 1024,
+                      device: str = "cpu") -> float:
+    """Achieved FLOP/s of square matmuls for about ``seconds``: the practical peak to compare with."""
+    a = torch.randn(size, size, dtype=dtype, device=device)
+    b = torch.randn(size, size, dtype=dtype, device=device)
+    for _ in range(3):  # warm up kernels and caches
+        a @ b
+    count, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        a @ b
+        count += 1
+    if device != "cpu":
+        torch.cuda.synchronize()
+    elapsed = time.perf_counter() - start
+    return 2 * size**3 * count / elapsed
+
+
+def non_embedding_parameters(model: torch.nn.Module) -> int:
+    """Parameters that take part in matmuls: all but the (lookup-only) embedding tables."""
+    embedding = sum(p.numel() for m in model.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters())
+    return sum(p.numel() for p in model.parameters()) - embedding
+
+
+def training_flops(parameters: int, tokens: int) -> float:
+    """6 x params x tokens: forward (2) plus backward (4) FLOPs of a dense transformer."""
+    return 6.0 * parameters * tokens

@@ -1,0 +1,30 @@
+"""Fixtures for the augmentation tests."""
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def wordnet_ready():
+    """WordNet installed for NLTK (from Debian's /usr/share/wordnet); skips where it cannot be."""
+    from cselab.augment import wordnet
+
+    if not wordnet.available():
+        pytest.skip("WordNet is not installed (apt-get install wordnet-base wordnet-sense-index)")
+    wordnet.reader()
+    return wordnet
+
+
+@pytest.fixture
+def sentences() -> list[str]:
+    return list(SENTENCES)
+
+
+SENTENCES = [
+    "The quick brown fox jumps over the lazy dog near the old river bank.",
+    "A young girl is happily playing a small guitar in the large garden today.",
+    "Scientists discovered that the ancient city was built by skilled workers.",
+    "He bought a new car, but it broke down after three weeks!",
+    "",
+    "Hello",
+]

@@ -1,0 +1,293 @@
+"""SDA augmenters (Mao et al.): hand-checked rules, verb forms, determinism, robustness.
+
+spaCy is loaded once per process (``load_spacy`` is cached); augmenters are built once per module.
+"""
+from __future__ import annotations
+
+import difflib
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+pytest.importorskip("spacy")
+
+from cselab.augment import augment_with_flags, build_augmenter  # noqa: E402
+from cselab.augment.base import AugmenterUnavailable  # noqa: E402
+from cselab.augment.sda import (  # noqa: E402
+    PUNCTUATION_RULES, affirmative_auxiliary, double_negation_paper, double_negation_template, load_spacy,
+    parse, punctuation_insertion, single_negation, verb_lemma)
+
+try:
+    NLP = load_spacy()
+except AugmenterUnavailable as exc:  # pragma: no cover - depends on the environment
+    pytest.skip(f"spaCy model missing: {exc}", allow_module_level=True)
+
+NAMES = ("sda_punctuation", "sda_affirmative_aux", "sda_double_negation", "sda_single_negation")
+_BUILT: dict[tuple, object] = {}
+
+
+def aug(name: str, **params):
+    key = (name, tuple(sorted(params.items())))
+    if key not in _BUILT:
+        _BUILT[key] = build_augmenter(name, **params)
+    return _BUILT[key]
+
+
+def doc(text: str):
+    return NLP(text)
+
+
+def rng(seed: int = 0) -> random.Random:
+    return random.Random(seed)
+
+
+def aa(text: str, auxiliary: str, seed: int = 0) -> str:
+    return affirmative_auxiliary(doc(text), rng(seed), (auxiliary,))
+
+
+# --------------------------------------------------------------------------- punctuation insertion
+def test_pi_rule1_comma_before_subordinate_clause():
+    assert punctuation_insertion(doc("The man who lives next door is a doctor."), rng(), "subordinate_clause") \
+        == "The man, who lives next door is a doctor."
+    # A clause that opens the sentence gets no comma in front of it (nothing to separate).
+    assert punctuation_insertion(doc("She is happy."), rng(), "subordinate_clause") == "She is happy."
+
+
+def test_pi_rule2_comma_after_or_quotes_around_noun_subject():
+    text = "The old man reads a book."
+    outputs = {punctuation_insertion(doc(text), rng(seed), "noun_subject") for seed in range(12)}
+    assert outputs == {"The old man, reads a book.", '"The old man" reads a book.'}
+    # A pronoun is not a noun subject.
+    assert punctuation_insertion(doc("She reads a book."), rng(), "noun_subject") == "She reads a book."
+
+
+def test_pi_rule3_duplicates_an_inner_mark_only():
+    assert punctuation_insertion(doc("Yes, he came home."), rng(), "duplicate_inner") == "Yes,, he came home."
+    # The final mark, word-internal hyphens and quotes are not duplicated.
+    for text in ("He came home.", "A well-known man came.", 'He said "hi" today'):
+        assert punctuation_insertion(doc(text), rng(), "duplicate_inner") == text
+
+
+def test_pi_rule4_final_exclamation():
+    assert punctuation_insertion(doc("She is happy."), rng(), "final_exclamation") == "She is happy!"
+    assert punctuation_insertion(doc("Is she happy?"), rng(), "final_exclamation") == "Is she happy!"
+    assert punctuation_insertion(doc("What a day!"), rng(), "final_exclamation") == "What a day!!"
+    assert punctuation_insertion(doc("She is happy"), rng(), "final_exclamation") == "She is happy"
+
+
+def test_pi_ordered_takes_the_first_rule_that_applies():
+    pi = aug("sda_punctuation", rule_choice="ordered")
+    assert pi.augment(["The man who lives next door is a doctor."], 0) == ["The man, who lives next door is a doctor."]
+    assert pi.augment(["She is happy."], 0) == ["She is happy!"]  # rules 1-3 cannot apply
+
+
+def test_pi_random_draws_each_rule_across_seeds():
+    text = "When I came home, the old man who lives next door was asleep."
+    outputs = {aug("sda_punctuation").augment([text], seed)[0] for seed in range(40)}
+    assert text.replace(".", "!") in outputs  # rule 4
+    assert text.replace(",", ",,") in outputs  # rule 3
+    assert any('"' in o for o in outputs) or any("man," in o for o in outputs)  # rule 2
+    assert len(outputs) >= 4
+
+
+def _only_insertions(before: str, after: str) -> bool:
+    """Everything of ``before`` survives in order, byte for byte (a final mark may become '!')."""
+    ops = difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
+    for op, i1, i2, j1, j2 in ops:
+        if op == "insert":
+            continue
+        if op == "equal":
+            continue
+        if op == "replace" and i2 == len(before.rstrip()) and after[j1:j2] == "!":
+            continue
+        return False
+    return True
+
+
+def test_pi_keeps_the_rest_of_the_sentence_byte_identical():
+    sentences = ["  Two  spaces,\tand a tab; the old man,  who is tall, walked home  .  ",
+                 "The committee, after long debate, approved the plan that the mayor proposed.",
+                 "In 1850 a meeting was called (apparently for a Y.M.C.A.) by the founders."]
+    for rule_choice in ("random", "ordered"):
+        for seed in range(8):
+            for before, after in zip(sentences, aug("sda_punctuation", rule_choice=rule_choice).augment(sentences, seed)):
+                assert _only_insertions(before, after), (before, after)
+                assert after != before or rule_choice == "random"  # a drawn rule may not apply
+
+
+# --------------------------------------------------------------------------- affirmative auxiliary
+@pytest.mark.parametrize("text, auxiliary, expected", [
+    ("She is happy.", "must", "She must be happy."),
+    ("She is happy.", "have to", "She has to be happy."),
+    ("They are happy.", "have to", "They have to be happy."),
+    ("She's happy.", "must", "She must be happy."),
+    ("She is happy.", "definitely", "She is definitely happy."),
+    ("She was happy.", "must", "She must have been happy."),
+    ("She was happy.", "have to", "She had to be happy."),
+    ("He likes apples.", "must", "He must like apples."),
+    ("He likes apples.", "have to", "He has to like apples."),
+    ("He likes apples.", "do", "He does like apples."),
+    ("He likes apples.", "certainly", "He certainly likes apples."),
+    ("The dogs eat meat.", "have to", "The dogs have to eat meat."),
+    ("He went home.", "have to", "He had to go home."),
+    ("He went home.", "do", "He did go home."),
+    ("He went home.", "cannot help but", "He could not help but go home."),
+    ("He walked home.", "must", "He must have walked home."),
+    ("He has gone home.", "must", "He must have gone home."),
+    ("They were built in 1900.", "have to", "They had to be built in 1900."),
+    # The paper's Table 1: the modal is replaced by the affirmative auxiliary.
+    ("A shareholder may transfer its Shares.", "have to", "A shareholder has to transfer its Shares."),
+    ("The man who lives next door is a doctor.", "ought to", "The man who lives next door ought to be a doctor."),
+])
+def test_aa_verb_forms(text, auxiliary, expected):
+    assert aa(text, auxiliary) == expected
+
+
+def test_aa_irregular_past_is_not_guessed():
+    # "must have" needs the participle of "went" ("gone"), which is not guessed: no change.
+    assert aa("He went home.", "must") == "He went home."
+
+
+@pytest.mark.parametrize("text", ["He does not like apples.", "I can't swim.", "Is she happy?", "Hello",
+                                  "Population of the town in 1900."])
+def test_aa_leaves_negated_questions_and_verbless_text(text):
+    assert aug("sda_affirmative_aux").augment([text], 3) == [text]
+
+
+def test_aa_seed_picks_the_auxiliary():
+    outputs = {aug("sda_affirmative_aux").augment(["He likes apples."], seed)[0] for seed in range(100)}
+    assert {"He must like apples.", "He has to like apples.", "He does like apples."} <= outputs
+
+
+# --------------------------------------------------------------------------- negation
+@pytest.mark.parametrize("text, expected", [
+    ("He went home.", "He did not go home."),
+    ("He likes apples.", "He does not like apples."),
+    ("They eat apples.", "They do not eat apples."),
+    ("She is happy.", "She is not happy."),
+    ("She's happy.", "She's not happy."),
+    ("They were built in 1900.", "They were not built in 1900."),
+    ("Go home.", "Do not go home."),
+    ("He does not like apples.", "He does like apples."),
+    ("He doesn't like apples.", "He does like apples."),
+    ("I can't swim.", "I can swim."),
+    ("He won't come.", "He will come."),
+    ("I cannot swim.", "I can swim."),
+    ("I do not.", "I do."),
+])
+def test_single_negation(text, expected):
+    assert single_negation(doc(text)) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    # The paper's Table 1 example, with the first word lower-cased after "Not".
+    ("A shareholder may transfer its Shares.", "Not a shareholder may not transfer its Shares."),
+    ("He does not like apples.", "Not he does like apples."),
+    ("He wants to go home.", "He does not want not to go home."),
+    ("John has gone home.", "Not John has not gone home."),
+])
+def test_double_negation_paper(text, expected):
+    assert double_negation_paper(doc(text)) == expected
+
+
+@pytest.mark.parametrize("text", ["She is happy.", "He went home.", "Hello"])
+def test_double_negation_paper_unchanged_when_only_one_negation_fits(text):
+    assert double_negation_paper(doc(text)) == text
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("He went home.", "It is not true that he did not go home."),
+    ("He does not like apples.", "It is not true that he does like apples."),
+    ("I can't swim.", "It is not true that I can swim."),
+    ("John is tall.", "It is not true that John is not tall."),
+    ("The man who lives next door is a doctor.", "It is not true that the man who lives next door is not a doctor."),
+])
+def test_double_negation_template(text, expected):
+    assert double_negation_template(doc(text)) == expected
+    assert aug("sda_double_negation", completion="template").augment([text], 0) == [expected]
+
+
+def test_double_negation_template_skips_imperatives():
+    assert double_negation_template(doc("Go home.")) == "Go home."
+
+
+def test_verb_lemma_from_tables():
+    tokens = {t.text: t for t in doc("He went home, bought apples and was hoping she likes them.")}
+    assert [verb_lemma(tokens[w]) for w in ("went", "bought", "was", "hoping", "likes")] == \
+        ["go", "buy", "be", "hope", "like"]
+
+
+# --------------------------------------------------------------------------- contract
+@pytest.mark.parametrize("name", NAMES)
+def test_unchanged_where_no_rule_applies(name):
+    batch = ["Hello", "", "   ", "🙂", "\x00\x07", "\n"]
+    out, changed = augment_with_flags(aug(name), batch, seed=5)
+    assert out == batch and changed == [False] * len(batch)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_deterministic_and_batch_independent(name):
+    batch = ["He went home.", "The man who lives next door is a doctor.", "A shareholder may transfer its Shares.",
+             "She is happy.", "He likes apples, but she does not."]
+    augmenter = aug(name)
+    out = augmenter.augment(batch, 11)
+    assert augmenter.augment(batch, 11) == out
+    assert augmenter.augment(batch[::-1], 11) == out[::-1]
+    assert [augmenter.augment([s], 11)[0] for s in batch] == out
+    assert augmenter.augment_docs(batch, parse(batch), 11) == out  # parse once, same result
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_registered_with_name_and_tag(name):
+    augmenter = aug(name)
+    assert augmenter.name == name
+    assert augmenter.tag in {"meaning-preserving", "possibly-altering", "altering"}
+
+
+def test_bad_parameters_fail_clearly():
+    with pytest.raises(ValueError, match="rule_choice"):
+        build_augmenter("sda_punctuation", rule_choice="first")
+    with pytest.raises(ValueError, match="completion"):
+        build_augmenter("sda_double_negation", completion="always")
+    with pytest.raises(ValueError, match="auxiliaries"):
+        build_augmenter("sda_affirmative_aux", auxiliaries=["shall"])
+    with pytest.raises(ValueError, match="batch_size"):
+        build_augmenter("sda_single_negation", batch_size=0)
+
+
+def test_overlong_input_is_left_alone_and_long_input_works():
+    overlong = "the dog ran home . " * 1000  # 19,000 characters > max_chars
+    long = " ".join(["The dog ran home, and the cat stayed."] * 40)
+    for name in NAMES:
+        out = aug(name).augment([overlong, long], 2)
+        assert out[0] == overlong and isinstance(out[1], str)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batch=st.lists(st.one_of(st.text(max_size=120),
+                                st.lists(st.sampled_from(["the", "dog", "is", "not", "ran", "who", ",", ".", "!", '"',
+                                                          "n't", "John", "can", "to", "go", "'s"]),
+                                         max_size=25).map(" ".join)),
+                      min_size=1, max_size=3),
+       seed=st.integers(0, 2**31 - 1))
+def test_any_text_never_fails(batch, seed):
+    for name in NAMES:
+        out = aug(name).augment(batch, seed)
+        assert len(out) == len(batch) and all(isinstance(o, str) for o in out)
+        for before, after in zip(batch, out):
+            if not before.strip():
+                assert after == before
+
+
+# --------------------------------------------------------------------------- on real text
+def test_corpus_sample(shared_data):
+    lines = (shared_data / "corpus" / "wiki1m-first-11913.txt").read_text(encoding="utf-8").splitlines()[:150]
+    docs = parse(lines)
+    for name in NAMES:
+        out = aug(name).augment_docs(lines, docs, 0)
+        assert any(a != b for a, b in zip(lines, out)), name
+        assert any(a == b for a, b in zip(lines, out)) or name == "sda_single_negation"
+    for before, after in zip(lines, aug("sda_punctuation").augment_docs(lines, docs, 0)):
+        assert _only_insertions(before, after), (before, after)
+    assert set(PUNCTUATION_RULES) == {"subordinate_clause", "noun_subject", "duplicate_inner", "final_exclamation"}

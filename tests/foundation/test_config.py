@@ -1,0 +1,45 @@
+"""Recipes, overrides and validation."""
+import pytest
+
+from cselab.config import ConfigError, list_recipes, load_config
+
+
+def test_simcse_recipe_holds_the_papers_defaults():
+    config = load_config("simcse")
+    assert config.optim.batch_size == 64 and config.optim.lr == 3e-5 and config.optim.epochs == 1
+    assert config.objective == [{"name": "infonce", "temperature": 0.05}]
+    assert config.train.eval_steps == 125 and config.model.max_seq_len == 32 and config.model.mlp_only_train
+
+
+@pytest.mark.parametrize("override,value", [("optim.lr=1e-5", 1e-5), ("optim.lr=2", 2.0), ("train.seed=7", 7)])
+def test_set_overrides(override, value):
+    section, key = override.split("=")[0].split(".")
+    assert getattr(getattr(load_config("simcse", [override]), section), key) == value
+
+
+@pytest.mark.parametrize("override,fragment", [
+    ("optim.lrx=1", "optim.lrx: unknown key"),
+    ("optim.lr=fast", "optim.lr: expected a number"),
+    ("optim.batch_size=0", "optim.batch_size"),
+    ("optim.lr=-1", "optim.lr: must be > 0"),
+    ("train.precision=fp8", "train.precision"),
+    ("model.pooler=max", "model.pooler"),
+    ("objective=[{name: infonce, temperature: 0}]", "temperature"),
+    ("objective=[{name: nope}]", "objective[0].name"),
+    ("objective=[{name: infonce, temp: 1}]", "objective[0].temp"),
+    ("bogus.key=1", "bogus: unknown key"),
+])
+def test_bad_values_fail_naming_the_key(override, fragment):
+    with pytest.raises(ConfigError) as info:
+        load_config("simcse", [override])
+    assert fragment in str(info.value) and "\n" not in str(info.value)
+
+
+def test_recipe_files_and_inherit(tmp_path):
+    child = tmp_path / "child.yaml"
+    child.write_text("inherit: simcse\noptim:\n  lr: 1.0e-4\n")
+    config = load_config(str(child))
+    assert config.optim.lr == 1e-4 and config.optim.batch_size == 64
+    assert "simcse" in list_recipes()
+    with pytest.raises(ConfigError):
+        load_config("no-such-recipe")
