@@ -24,6 +24,7 @@ import time
 import warnings
 from pathlib import Path
 
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no Hub here: neural augmenters without local models fail fast
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import require_shared, write_results  # noqa: E402
 
@@ -94,6 +95,21 @@ def time_nlpaug(augmenter, sentences: list[str]) -> dict:
             "changed_share": sum(a != b for a, b in zip(out, sentences)) / len(sentences), "errors": failures}
 
 
+def write_cache(sentences: list[str]) -> Path:
+    """A `cselab augment` cache of random_crop outputs, for timing the `cached` look-up."""
+    import atexit
+    import tempfile
+
+    from cselab.augment import build_augmenter
+    from cselab.augment.cli import augment_file
+
+    folder = tempfile.TemporaryDirectory(prefix="bench-augment-")
+    atexit.register(folder.cleanup)
+    path = Path(folder.name) / "cache.jsonl"
+    augment_file(sentences, ["random_crop"], [build_augmenter("random_crop")], path, 0, BATCH)
+    return path
+
+
 def clear_lookup_caches() -> None:
     from cselab.augment import wordnet
 
@@ -114,7 +130,10 @@ def bench_cselab(sentences: list[str], warmup: list[str]) -> list[dict]:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                augmenter = build_augmenter(name, **EXAMPLE_PARAMS.get(name, {}))
+                params = EXAMPLE_PARAMS.get(name, {})
+                if name == "cached":
+                    params = {"path": str(write_cache(sample)), "augmentation": "random_crop"}
+                augmenter = build_augmenter(name, **params)
                 if callable(getattr(augmenter, "fit", None)):
                     augmenter.fit(sentences)
                 augmenter.augment(warmup, 1)  # load models / vectors outside the timing

@@ -108,7 +108,9 @@ def main() -> None:
           r["load_before"], r["load_after"]] for r in speed])
     examples_md, examples = [], {}
     for label, name, params in VARIANTS:
-        picked = [(a, b) for a, b in zip(sentences, outputs[label]) if a != b and len(a) <= 140][: args.examples]
+        eligible = [(a, b) for a, b in zip(sentences, outputs[label]) if a != b and len(a) <= 140]
+        step = max(1, len(eligible) // max(1, args.examples))  # spread over the file, not just its start
+        picked = eligible[::step][: args.examples]
         examples[label] = [{"before": a, "after": b} for a, b in picked]
         examples_md += [f"### {label}", ""] + [f"- `{a}`  \n  -> `{b}`" for a, b in picked] + [""]
 
@@ -125,7 +127,7 @@ def main() -> None:
         "",
         speed_table,
         "",
-        "## Examples (first changed corpus sentences of at most 140 characters, seed 0)",
+        "## Examples (changed corpus sentences of at most 140 characters, evenly spaced over the file, seed 0)",
         "",
         *examples_md,
     ])

@@ -19,7 +19,11 @@ RECIPE_DIR = Path(__file__).parent / "recipes"
 
 
 class ConfigError(ValueError):
-    """A recipe or override is invalid; the message names the key."""
+    """A recipe or override is invalid; the message names the key (always one line)."""
+
+    def __init__(self, message: str):
+        # A key or value typed with a newline in it must not break the one-line message.
+        super().__init__(str(message).replace("\r", "\\r").replace("\n", "\\n"))
 
 
 @dataclass
@@ -222,11 +226,40 @@ def validate(config: Config) -> Config:
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight < 0:
             raise ConfigError(f"objective[{i}].weight: must be a finite number >= 0, got {weight!r}")
     _check_names(config)
+    _check_term_types(config.objective)
     # Loss parameters are checked against the loss classes themselves.
     from cselab.losses import check_objective
 
     check_objective(config.objective)
     return config
+
+
+def _check_term_types(terms: list[dict]) -> None:
+    """A loss parameter must have the type of its default (a number where the default is a number)."""
+    import inspect
+
+    from cselab.losses import LOSSES
+
+    for i, term in enumerate(terms):
+        if term["name"] not in LOSSES:
+            continue  # check_objective names the unknown loss
+        defaults = {name: p.default for name, p in inspect.signature(LOSSES.get(term["name"]).__init__).parameters.items()}
+        for key, value in term.items():
+            default = defaults.get(key, inspect.Parameter.empty)
+            if default is inspect.Parameter.empty or default is None:
+                continue
+            if isinstance(default, bool):
+                ok, wanted = isinstance(value, bool), "true or false"
+            elif isinstance(default, (int, float)):
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+                ok = ok and (isinstance(value, int) or not isinstance(default, int))
+                wanted = "an integer" if isinstance(default, int) else "a finite number"
+            elif isinstance(default, str):
+                ok, wanted = isinstance(value, str), "a string"
+            else:
+                continue
+            if not ok:
+                raise ConfigError(f"objective[{i}].{key}: expected {wanted}, got {value!r}")
 
 
 def _check_names(config: Config) -> None:

@@ -212,6 +212,12 @@ def test_double_negation_template_skips_imperatives():
     assert double_negation_template(doc("Go home.")) == "Go home."
 
 
+def test_unknown_verbs_are_not_rewritten():
+    # A tagger "verb" whose lemma the lemmatizer does not know gets no new verb form.
+    text = "He zorbles the ball."
+    assert aa(text, "must") == aa(text, "definitely") == single_negation(doc(text)) == text
+
+
 def test_verb_lemma_from_tables():
     tokens = {t.text: t for t in doc("He went home, bought apples and was hoping she likes them.")}
     assert [verb_lemma(tokens[w]) for w in ("went", "bought", "was", "hoping", "likes")] == \

@@ -23,7 +23,7 @@ def outputs_for(anchor, label_view, labels):
 
 def test_discriminator_descends_while_encoder_side_gets_reversed_gradient():
     torch.manual_seed(0)
-    term = LOSSES.build("discriminator", num_labels=3, hidden_size=8, alpha=0.5, dropout=0.0)
+    term = LOSSES.build("discriminator", num_labels=3, embedding_size=8, alpha=0.5, dropout=0.0)
     anchor = torch.randn(16, 8, requires_grad=True)
     view = torch.randn(16, 8)
     labels = torch.randint(0, 3, (16,))
@@ -60,7 +60,7 @@ def synthetic(n: int, k: int, d: int, generator: torch.Generator):
 def test_discriminator_learns_separable_augmentation_types():
     torch.manual_seed(0)
     k, d = 5, 16
-    term = LOSSES.build("discriminator", num_labels=k, hidden_size=d)
+    term = LOSSES.build("discriminator", num_labels=k, embedding_size=d)
     optimizer = torch.optim.Adam(term.parameters(), lr=3e-3)
     generator = torch.Generator().manual_seed(0)
     for _ in range(300):
@@ -88,7 +88,7 @@ def test_lazy_parameters_are_sized_at_the_first_step_and_optimised():
 
 
 def test_bad_settings_have_clear_errors():
-    term = LOSSES.build("discriminator", num_labels=3, hidden_size=4)
+    term = LOSSES.build("discriminator", num_labels=3, embedding_size=4)
     with pytest.raises(ValueError, match="num_labels"):
         term(outputs_for(torch.randn(2, 4), torch.randn(2, 4), torch.tensor([0, 3])))
     with pytest.raises(ValueError, match="views.label"):

@@ -42,7 +42,8 @@ def cli_command(corpus: Path, out_dir: Path, **extra) -> list[str]:
 
 
 def subprocess_env() -> dict:
-    env = dict(os.environ, TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
+    # One intra-op thread, as in this process (single_thread): equal sums need equal thread counts.
+    env = dict(os.environ, TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     return env
@@ -86,6 +87,15 @@ def wait_for_step(process: subprocess.Popen, metrics: Path, step: int, limit_sec
                 return json.loads(lines[-1])["step"]
         time.sleep(0.005)
     raise AssertionError(f"no step {step} within {limit_seconds} s")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def single_thread():
+    """Run torch on one thread here: comparable with the subprocesses, and far faster on a busy machine."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
 
 
 @pytest.fixture(scope="session")

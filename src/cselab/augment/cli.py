@@ -5,8 +5,10 @@
     cselab augment --aug synonym_substitution --set ratio=0.3 --in corpus.txt --out aug.jsonl
     cselab augment --setup-wordnet [--wordnet-root DIR]
 
-Each non-blank input line is one sentence; for every sentence and every augmenter (in that
-order) one JSON object ``{"original", "augmented", "augmentation", "changed"}`` is written.
+The input is read and cleaned exactly as training reads a corpus (``cselab.data.corpus``:
+.txt/.txt.gz one sentence a line, blank lines skipped, whitespace folded; .csv/.tsv/.jsonl with
+``--column``), so the cache's keys are the sentences training sees. For every sentence and every
+augmenter (in that order) one JSON object ``{"original", "augmented", "augmentation", "changed"}`` is written.
 Re-running the same command continues after the last complete line (a torn last line from an
 interrupted run is cut off first); the file is what the ``cached`` augmenter reads.
 """
@@ -26,6 +28,7 @@ def register(subparsers) -> None:
     p.add_argument("--aug", help="augmenter name(s), comma-separated")
     p.add_argument("--in", dest="input", help="text file, one sentence per line")
     p.add_argument("--out", help="output .jsonl (resumed if it exists)")
+    p.add_argument("--column", help="text column of a .csv/.tsv/.jsonl input")
     p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument("--set", dest="params", action="append", default=[], metavar="[NAME.]KEY=VALUE",
                    help="augmenter parameter (repeatable)")
@@ -63,11 +66,13 @@ def parse_params(items: list[str], names: list[str]) -> dict[str, dict]:
     return params
 
 
-def read_sentences(path: Path) -> list[str]:
+def read_sentences(path: Path, column: str | None = None) -> list[str]:
+    """The corpus as training reads it (cselab.data.corpus: same cleaning), so cache keys match."""
+    from cselab.data.corpus import iter_corpus
+
     if not path.is_file():
         raise FileNotFoundError(f"{path}: input file not found")
-    with open(path, encoding="utf-8", errors="replace", newline="") as handle:
-        return [line.rstrip("\r\n") for line in handle if line.strip()]
+    return list(iter_corpus(str(path), column))
 
 
 def resume_point(out: Path, sentences: list[str], names: list[str]) -> int:
@@ -119,7 +124,7 @@ def run(args) -> int:
         for name in names:
             AUGMENTERS.get(name)  # unknown names fail here, listing the known ones
         params = parse_params(args.params, names)
-        sentences = read_sentences(Path(args.input))
+        sentences = read_sentences(Path(args.input), args.column)
         augmenters = []
         for name in names:
             try:

@@ -20,6 +20,7 @@ EXAMPLES = [
     "John gave Mary 3 red apples because they were sweet.",
     "I can't believe it's already 2023; however, the project isn't finished.",
     "The committee will approve the new budget next week.",
+    "The sun rose early. Birds began to sing. We walked to the lake.",
 ]
 
 # Parameters for augmenters that cannot be built without them (composition, cache).
@@ -36,8 +37,9 @@ def _cell(text: str) -> str:
 
 def example_row(name: str, cache_dir: Path) -> tuple[str, str, str]:
     """(tag, before, after) for one augmenter, or the reason it is unavailable as ``after``."""
-    from cselab.augment import AUGMENTERS, build_augmenter
+    from cselab.augment import AUGMENTERS, build_augmenter, load_all
 
+    load_all()
     tag = getattr(AUGMENTERS.get(name), "tag", "")
     params = dict(EXAMPLE_PARAMS.get(name, {}))
     if name == "cached":

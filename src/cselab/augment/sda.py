@@ -379,6 +379,8 @@ def _pi_duplicate_inner(doc: "Doc", edits: Edits, rng: random.Random) -> bool:
     """Rule 3: duplicate a punctuation mark that is not the final one (quotes/brackets excluded,
     since doubling one of a pair unbalances it; word-internal marks like "well-known" excluded)."""
     last = _last_token(doc)
+    if last is None:
+        return False
     marks = []
     for token in doc:
         if not token.is_punct or token.is_quote or token.is_bracket or token.i == last.i:
@@ -441,11 +443,11 @@ def _past_participle_guess(verb: "Token") -> str | None:
 def _affirmative_phrase(auxiliary: str, group: VerbGroup) -> str | None:
     """The words replacing the group's finite word, or None where ``auxiliary`` does not fit."""
     kind, past, finite = group.kind, group.past, group.finite
+    if kind == "other" or (kind == "lexical" and not is_known_verb(group.head)):
+        return None
     lemma = verb_lemma(group.head) if kind == "lexical" else ""
     if auxiliary in _ADVERBS:  # after an auxiliary/be ("is definitely"), before a lexical verb
         return f"{auxiliary} {finite.text}" if kind == "lexical" else f"{finite.text} {auxiliary}"
-    if kind == "other" or (kind == "lexical" and not is_known_verb(group.head)):
-        return None
     if auxiliary == "do":  # emphatic do-support: "She does like it", "He did go"
         if kind != "lexical":
             return None

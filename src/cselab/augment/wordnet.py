@@ -95,7 +95,11 @@ def setup_wordnet(root: str | Path | None = None, source: str | Path = DEBIAN_WO
             if not force and _is_complete(target):
                 return target  # another process finished first
             shutil.rmtree(target)
-        os.replace(staging, target)
+        try:
+            os.replace(staging, target)
+        except OSError:
+            if not _is_complete(target):  # not a concurrent first use that won the race
+                raise
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
@@ -344,7 +348,7 @@ class AntonymSubstitution(WordNetSubstitution):
 class HypernymReplacement(WordNetSubstitution):
     name = "hypernym_replacement"
     tag = "altering"
-    description = "replace ~15% of nouns by a WordNet hypernym (more general term)"
+    description = "replace ~15% of words by a hypernym of their WordNet noun senses (more general term)"
     relation = "hypernyms"
     pos = "n"
 
@@ -353,7 +357,7 @@ class HypernymReplacement(WordNetSubstitution):
 class HyponymReplacement(WordNetSubstitution):
     name = "hyponym_replacement"
     tag = "altering"
-    description = "replace ~15% of nouns by a WordNet hyponym (more specific term)"
+    description = "replace ~15% of words by a hyponym of their WordNet noun senses (more specific term)"
     relation = "hyponyms"
     pos = "n"
 

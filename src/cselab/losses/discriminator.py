@@ -11,22 +11,18 @@ Architecture and defaults from the authors' code (NOTES.md): GRL (alpha 1.0) -> 
 Linear(2h, 4h) -> tanh -> dropout -> Linear(4h, K) -> tanh, K = augmentations + 1, binary
 cross-entropy with logits on one-hot labels; the recipe weights the term with lambda = 0.005.
 
-``num_labels`` (K) must equal len(views.label) + 1. ``hidden_size`` (h, the embedding size after
-the projection head) may be left null: the parameters are then created at the first step
-(PyTorch's lazy-module mechanism; the optimizer holds them already and updates them in place).
+``num_labels`` (K) must equal len(views.label) + 1. ``embedding_size`` (h, the size of the
+embeddings after the projection head) may be left null: the parameters then get their shape at
+the first step (``_deferred.py``: the optimizer already holds them and trains them).
 """
 from __future__ import annotations
-
-import math
-import warnings
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.modules.lazy import LazyModuleMixin
-from torch.nn.parameter import UninitializedParameter
 
 from cselab.losses import LOSSES
+from cselab.losses._deferred import DeferredParameters, init_linear_
 from cselab.losses.base import StepOutputs
 
 
@@ -46,46 +42,30 @@ def reverse_gradient(x: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
     return _ReverseGradient.apply(x, alpha)
 
 
-def init_linear_(weight: nn.Parameter, bias: nn.Parameter) -> None:
-    """nn.Linear's default initialisation, for parameters created after construction."""
-    nn.init.kaiming_uniform_(weight, a=math.sqrt(5))
-    bound = 1 / math.sqrt(weight.shape[1])
-    nn.init.uniform_(bias, -bound, bound)
-
-
 @LOSSES.register("discriminator", "AugCSE: predict the augmentation type behind gradient reversal (BCE)")
-class AugmentationDiscriminator(LazyModuleMixin, nn.Module):
-    def __init__(self, num_labels: int | None = None, hidden_size: int | None = None, alpha: float = 1.0,
+class AugmentationDiscriminator(DeferredParameters, nn.Module):
+    def __init__(self, num_labels: int | None = None, embedding_size: int | None = None, alpha: float = 1.0,
                  dropout: float = 0.2, output_tanh: bool = True):
-        with warnings.catch_warnings():  # PyTorch warns that lazy modules are new
-            warnings.simplefilter("ignore")
-            super().__init__()
+        super().__init__()
         if num_labels is not None and num_labels < 2:
             raise ValueError("num_labels must be >= 2 (number of views.label augmenters + 1)")
-        if hidden_size is not None and hidden_size < 1:
-            raise ValueError("hidden_size must be >= 1 or null")
+        if embedding_size is not None and embedding_size < 1:
+            raise ValueError("embedding_size must be >= 1 or null")
         if not 0 <= dropout < 1:
             raise ValueError("dropout must be in [0, 1)")
         self.num_labels, self.alpha, self.dropout, self.output_tanh = num_labels, alpha, dropout, output_tanh
-        self.hidden_weight, self.hidden_bias = UninitializedParameter(), UninitializedParameter()
-        self.output_weight, self.output_bias = UninitializedParameter(), UninitializedParameter()
-        if hidden_size is not None and num_labels is not None:
-            self._materialize(hidden_size, torch.device("cpu"))
+        self._declare_deferred("hidden_weight", "hidden_bias", "output_weight", "output_bias")
+        if embedding_size is not None and num_labels is not None:
+            self._materialize(embedding_size, torch.device("cpu"))
 
-    def _materialize(self, hidden_size: int, device: torch.device) -> None:
+    def _materialize(self, embedding_size: int, device: torch.device) -> None:
         if self.num_labels is None:
             raise ValueError("discriminator: set num_labels = len(views.label) + 1 in the objective term")
         with torch.no_grad():
-            self.hidden_weight.materialize((4 * hidden_size, 2 * hidden_size), device=device)
-            self.hidden_bias.materialize((4 * hidden_size,), device=device)
-            self.output_weight.materialize((self.num_labels, 4 * hidden_size), device=device)
-            self.output_bias.materialize((self.num_labels,), device=device)
-            init_linear_(self.hidden_weight, self.hidden_bias)
-            init_linear_(self.output_weight, self.output_bias)
-
-    def initialize_parameters(self, outputs: StepOutputs) -> None:  # called once by LazyModuleMixin
-        if self.has_uninitialized_params():
-            self._materialize(outputs.anchor.shape[-1], outputs.anchor.device)
+            init_linear_(self._size("hidden_weight", (4 * embedding_size, 2 * embedding_size), device),
+                         self._size("hidden_bias", (4 * embedding_size,), device))
+            init_linear_(self._size("output_weight", (self.num_labels, 4 * embedding_size), device),
+                         self._size("output_bias", (self.num_labels,), device))
 
     def logits(self, original: torch.Tensor, augmented: torch.Tensor) -> torch.Tensor:
         x = reverse_gradient(torch.cat([original, augmented], dim=-1).float(), self.alpha)
@@ -98,6 +78,8 @@ class AugmentationDiscriminator(LazyModuleMixin, nn.Module):
     def forward(self, outputs: StepOutputs) -> tuple[torch.Tensor, dict[str, float]]:
         if "label_view" not in outputs.extra:
             raise ValueError("the discriminator term needs views.label (a list of augmenters) in the recipe")
+        if not self.sized:
+            self._materialize(outputs.anchor.shape[-1], outputs.anchor.device)
         labels = outputs.extra["labels"]
         if int(labels.max()) >= self.num_labels:
             raise ValueError(f"discriminator: label {int(labels.max())} >= num_labels {self.num_labels}; "

@@ -13,17 +13,13 @@ Head sizes come from the backbone at the first step unless ``hidden_size``/``voc
 """
 from __future__ import annotations
 
-import warnings
-
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.modules.lazy import LazyModuleMixin
-from torch.nn.parameter import UninitializedParameter
 
 from cselab.losses import LOSSES
+from cselab.losses._deferred import DeferredParameters, init_linear_
 from cselab.losses.base import StepOutputs
-from cselab.losses.discriminator import init_linear_
 
 IGNORE = -100  # label of tokens that are not predicted (transformers' convention)
 
@@ -37,12 +33,10 @@ def input_embedding_weight(backbone: nn.Module) -> torch.Tensor | None:
 
 
 @LOSSES.register("mlm", "masked language modelling on the anchors (15%, 80/10/10), tied prediction head")
-class MaskedLanguageModelLoss(LazyModuleMixin, nn.Module):
+class MaskedLanguageModelLoss(DeferredParameters, nn.Module):
     def __init__(self, probability: float = 0.15, mask_replace_prob: float = 0.8, random_replace_prob: float = 0.1,
                  tie_to_input_embeddings: bool = True, hidden_size: int | None = None, vocab_size: int | None = None):
-        with warnings.catch_warnings():  # PyTorch warns that lazy modules are new
-            warnings.simplefilter("ignore")
-            super().__init__()
+        super().__init__()
         if not 0 < probability < 1:
             raise ValueError("probability must be in (0, 1)")
         if mask_replace_prob < 0 or random_replace_prob < 0 or mask_replace_prob + random_replace_prob > 1:
@@ -50,10 +44,10 @@ class MaskedLanguageModelLoss(LazyModuleMixin, nn.Module):
         self.probability = probability
         self.mask_replace_prob, self.random_replace_prob = mask_replace_prob, random_replace_prob
         self.tie_to_input_embeddings = tie_to_input_embeddings
-        self.transform_weight, self.transform_bias = UninitializedParameter(), UninitializedParameter()
-        self.norm_weight, self.norm_bias = UninitializedParameter(), UninitializedParameter()
-        self.decoder_bias = UninitializedParameter()
-        self.decoder_weight = None if tie_to_input_embeddings else UninitializedParameter()
+        names = ["transform_weight", "transform_bias", "norm_weight", "norm_bias", "decoder_bias"]
+        self._declare_deferred(*names, *([] if tie_to_input_embeddings else ["decoder_weight"]))
+        if tie_to_input_embeddings:
+            self.decoder_weight = None
         self._masker = None
         if hidden_size is not None and vocab_size is not None:
             self._materialize(hidden_size, vocab_size, torch.device("cpu"))
@@ -61,25 +55,18 @@ class MaskedLanguageModelLoss(LazyModuleMixin, nn.Module):
     # -- parameters ------------------------------------------------------------------------------
     def _materialize(self, hidden_size: int, vocab_size: int, device: torch.device) -> None:
         with torch.no_grad():
-            self.transform_weight.materialize((hidden_size, hidden_size), device=device)
-            self.transform_bias.materialize((hidden_size,), device=device)
-            init_linear_(self.transform_weight, self.transform_bias)
-            self.norm_weight.materialize((hidden_size,), device=device)
-            self.norm_bias.materialize((hidden_size,), device=device)
-            self.norm_weight.fill_(1.0)
-            self.norm_bias.zero_()
-            self.decoder_bias.materialize((vocab_size,), device=device)
-            self.decoder_bias.zero_()
-            if self.decoder_weight is not None:
-                self.decoder_weight.materialize((vocab_size, hidden_size), device=device)
-                nn.init.normal_(self.decoder_weight, std=0.02)
+            init_linear_(self._size("transform_weight", (hidden_size, hidden_size), device),
+                         self._size("transform_bias", (hidden_size,), device))
+            self._size("norm_weight", (hidden_size,), device).fill_(1.0)
+            self._size("norm_bias", (hidden_size,), device).zero_()
+            self._size("decoder_bias", (vocab_size,), device).zero_()
+            if not self.tie_to_input_embeddings:
+                nn.init.normal_(self._size("decoder_weight", (vocab_size, hidden_size), device), std=0.02)
 
-    def initialize_parameters(self, outputs: StepOutputs) -> None:  # called once by LazyModuleMixin
-        if self.has_uninitialized_params():
-            backbone = outputs.extra["encoder"].backbone
-            embedding = input_embedding_weight(backbone)
-            vocab_size = embedding.shape[0] if embedding is not None else backbone.config.vocab_size
-            self._materialize(backbone.config.hidden_size, vocab_size, outputs.anchor.device)
+    def _size_from_backbone(self, backbone: nn.Module, device: torch.device) -> None:
+        embedding = input_embedding_weight(backbone)
+        vocab_size = embedding.shape[0] if embedding is not None else backbone.config.vocab_size
+        self._materialize(backbone.config.hidden_size, vocab_size, device)
 
     def decoder(self, backbone: nn.Module) -> torch.Tensor:
         """The output embedding matrix: the backbone's input embeddings when tied."""
@@ -110,6 +97,8 @@ class MaskedLanguageModelLoss(LazyModuleMixin, nn.Module):
     def forward(self, outputs: StepOutputs) -> tuple[torch.Tensor, dict[str, float]]:
         encoder, features, rows = outputs.extra["encoder"], outputs.extra["features"], outputs.extra["roles"]["anchor"]
         backbone = encoder.backbone
+        if not self.sized:
+            self._size_from_backbone(backbone, outputs.anchor.device)
         attention_mask = features["attention_mask"][rows]
         masked, labels = self.mask(features["input_ids"][rows], attention_mask, encoder.tokenizer)
         selected = labels != IGNORE

@@ -11,6 +11,7 @@ import math
 import os
 import shutil
 import signal
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,7 +104,8 @@ def start_or_resume(out_dir: Path, config: Config, resume: bool) -> Path | None:
     checkpoint_dir = out_dir / "checkpoints"
     latest = ckpt.latest_valid_checkpoint(checkpoint_dir) if resume else None
     if latest is None:
-        shutil.rmtree(checkpoint_dir, ignore_errors=True)
+        for old in [*checkpoint_dir.glob("step-*"), *checkpoint_dir.glob(".step-*.tmp")]:
+            shutil.rmtree(old, ignore_errors=True)
         (out_dir / "metrics.jsonl").unlink(missing_ok=True)
         (out_dir / BEST_MODEL).unlink(missing_ok=True)
         return None
@@ -245,7 +247,9 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
             raise KeyboardInterrupt  # a second Ctrl-C: stop now, resume from the last checkpoint
         stop.requested, stop.signal_name = True, signal.Signals(signum).name
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    # Handlers can only be installed from the main thread (train() may run in another one).
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)} if in_main_thread else {}
     metrics_file = open(out_dir / "metrics.jsonl", "a", encoding="utf-8")
     bar = None
     if progress and accelerator.is_main_process:
@@ -253,6 +257,7 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
 
         bar = tqdm(total=total_steps, initial=start_step, desc=f"train {config.recipe}", unit="step")
     step = start_step
+    advice = "lower optim.lr" + ("" if precision == "fp32" else ", or use train.precision=fp32")
     try:
         trainable.train()
         for batch in loader:
@@ -272,15 +277,13 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
             done = step + 1
             if not torch.isfinite(loss):
                 raise TrainingError(f"step {done}: loss is {loss.item()}; stopped before updating the weights. "
-                                    f"Checkpoints and the best model so far stay in {out_dir} "
-                                    f"(lower optim.lr, or use train.precision=fp32)")
+                                    f"Checkpoints and the best model so far stay in {out_dir} ({advice})")
             accelerator.backward(loss)
             # Clipping to max_norm=inf measures the norm without changing the gradients.
             grad_norm = accelerator.clip_grad_norm_(trainable.parameters(), config.optim.max_grad_norm or math.inf)
             if not torch.isfinite(torch.as_tensor(grad_norm)):
                 raise TrainingError(f"step {done}: gradient norm is {float(grad_norm)}; stopped before updating the "
-                                    f"weights. Checkpoints and the best model so far stay in {out_dir} "
-                                    f"(lower optim.lr, or use train.precision=fp32)")
+                                    f"weights. Checkpoints and the best model so far stay in {out_dir} ({advice})")
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)

@@ -1,0 +1,100 @@
+"""Corpora larger than memory: a plain text file read through an on-disk index of line offsets.
+
+The index (one uint64 offset per kept sentence, memory-mapped) is built once per file version
+and cached; a sentence is read and cleaned when a batch asks for it. Memory stays flat however
+large the file is, and shuffling stays exact and resumable because any line can be reached.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from cselab.data.corpus import CorpusStats, clean_line
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("CSELAB_CACHE", Path.home() / ".cache" / "cselab")) / "line-index"
+
+
+class IndexedTextCorpus(Sequence[str]):
+    """A read-only sequence of the cleaned, non-empty lines of a UTF-8 text file."""
+
+    def __init__(self, path: str | os.PathLike, stats: CorpusStats | None = None, progress: bool = False):
+        self.path = Path(path)
+        self.stats = stats if stats is not None else CorpusStats(str(path))
+        info = self.path.stat()
+        key = hashlib.sha256(f"{self.path.resolve()}|{info.st_size}|{info.st_mtime_ns}".encode()).hexdigest()[:24]
+        index_file = _cache_dir() / f"{key}.offsets.npy"
+        stats_file = _cache_dir() / f"{key}.stats.json"
+        if not (index_file.is_file() and stats_file.is_file()):
+            self._build(index_file, stats_file, progress)
+        saved = json.loads(stats_file.read_text())
+        self.stats.kept += saved["kept"]
+        self.stats.skipped.update(saved["skipped"])
+        self.stats.cleaned.update(saved["cleaned"])
+        self.offsets = np.load(index_file, mmap_mode="r", allow_pickle=False)
+        self._handle = None
+
+    def _build(self, index_file: Path, stats_file: Path, progress: bool) -> None:
+        index_file.parent.mkdir(parents=True, exist_ok=True)
+        stats = CorpusStats(str(self.path))
+        tmp = index_file.with_suffix(".tmp")
+        buffer: list[int] = []
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=self.path.stat().st_size, unit="B", unit_scale=True, desc=f"index {self.path.name}")
+        with open(tmp, "wb") as out, open(self.path, "rb") as handle:
+            offset = 0
+            for raw in handle:
+                # Split lone \r (old Mac line endings) the same way the in-memory reader does.
+                pieces = raw.split(b"\r") if b"\r" in raw.rstrip(b"\r\n") else [raw]
+                for k, piece in enumerate(pieces):
+                    text = clean_line(piece.decode("utf-8", errors="replace").rstrip("\r\n"), stats)
+                    if text is not None:
+                        stats.kept += 1
+                        buffer.append(offset)
+                    offset += len(piece) + (1 if k < len(pieces) - 1 else 0)  # the \r split off
+                if len(buffer) >= 1 << 16:
+                    out.write(np.asarray(buffer, dtype=np.uint64).tobytes())
+                    buffer.clear()
+                if bar is not None:
+                    bar.update(len(raw))
+            out.write(np.asarray(buffer, dtype=np.uint64).tobytes())
+        if bar is not None:
+            bar.close()
+        offsets = np.fromfile(tmp, dtype=np.uint64)
+        np.save(index_file.with_suffix(".part.npy"), offsets, allow_pickle=False)
+        os.replace(index_file.with_suffix(".part.npy"), index_file)
+        tmp.unlink()
+        stats_file.write_text(json.dumps(stats.to_dict()))
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if self._handle is None:
+            self._handle = open(self.path, "rb")  # one handle per process (data-loader workers fork)
+        self._handle.seek(int(self.offsets[i]))
+        line = self._handle.readline()
+        cut = line.find(b"\r")
+        if cut != -1:
+            line = line[:cut]
+        return clean_line(line.decode("utf-8", errors="replace").rstrip("\n"), CorpusStats("")) or ""
+
+    def __iter__(self) -> Iterator[str]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def __getstate__(self):  # picklable for worker processes: reopen the file there
+        state = dict(self.__dict__)
+        state["_handle"] = None
+        return state

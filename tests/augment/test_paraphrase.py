@@ -1,0 +1,74 @@
+"""The seq2seq paraphraser, run on a tiny randomly initialised BART saved to disk (no Hub)."""
+from __future__ import annotations
+
+import pytest
+
+from cselab.augment import build_augmenter
+from cselab.augment.base import AugmenterUnavailable
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """A 16-wide model's ops are microseconds; on a busy machine a 2-thread pool makes each wait ~10 ms."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tiny_seq2seq(tmp_path_factory) -> str:
+    """A 1+1-layer, 16-wide BART with the MiniLM (BERT) tokenizer's vocabulary, saved as a model dir."""
+    import torch
+    from transformers import AutoTokenizer, BartConfig, BartForConditionalGeneration
+
+    from cselab.model.encoder import resolve_model_path
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
+    config = BartConfig(vocab_size=len(tokenizer), d_model=16, encoder_layers=1, decoder_layers=1,
+                        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
+                        max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id,
+                        bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
+                        decoder_start_token_id=tokenizer.cls_token_id, forced_bos_token_id=None,
+                        forced_eos_token_id=None)
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("tiny-bart")
+    BartForConditionalGeneration(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
+SENTENCES = ["The cat sat on the mat.", "", "A second, longer sentence about dogs.", "Hi"]
+
+
+def test_beam_search_one_string_per_input(tiny_seq2seq):
+    augmenter = build_augmenter("paraphrase", model=tiny_seq2seq, num_beams=2, max_length=12, batch_size=2)
+    out = augmenter.augment(SENTENCES, seed=0)
+    assert len(out) == len(SENTENCES) and all(isinstance(s, str) for s in out)
+    assert out[1] == ""  # blank input is not sent to the model
+    assert out == augmenter.augment(SENTENCES, seed=0)
+    assert any(a != b for a, b in zip(SENTENCES, out))
+
+
+def test_sampling_is_seeded_and_leaves_global_rng_alone(tiny_seq2seq):
+    import torch
+
+    augmenter = build_augmenter("paraphrase", model=tiny_seq2seq, do_sample=True, num_beams=1,
+                                num_return_sequences=3, pick="random", top_k=0, max_length=12)
+    state = torch.get_rng_state()
+    first = augmenter.augment(SENTENCES, seed=5)
+    assert torch.equal(state, torch.get_rng_state())
+    assert first == augmenter.augment(SENTENCES, seed=5)
+    assert first != augmenter.augment(SENTENCES, seed=6)
+    assert len(first) == len(SENTENCES) and all(isinstance(s, str) for s in first)
+
+
+def test_bad_parameters_and_missing_model(tiny_seq2seq, tmp_path):
+    with pytest.raises(ValueError, match="num_return_sequences"):
+        build_augmenter("paraphrase", model=tiny_seq2seq, num_beams=2, num_return_sequences=3)
+    with pytest.raises(ValueError, match="pick"):
+        build_augmenter("paraphrase", model=tiny_seq2seq, pick="best")
+    with pytest.raises(AugmenterUnavailable, match="could not be loaded"):
+        build_augmenter("paraphrase", model=str(tmp_path / "no-such-model"))

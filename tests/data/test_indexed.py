@@ -1,0 +1,33 @@
+"""The on-disk line index gives exactly the sentences the in-memory reader gives."""
+from hypothesis import given, settings, strategies as st
+
+from cselab.data.corpus import CorpusStats, iter_corpus
+from cselab.data.indexed import IndexedTextCorpus
+
+
+def _both(tmp_path, data: bytes, monkeypatch):
+    monkeypatch.setenv("CSELAB_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "c.txt"
+    path.write_bytes(data)
+    stats = CorpusStats(str(path))
+    return list(iter_corpus(str(path), stats=stats)), IndexedTextCorpus(path), stats
+
+
+def test_mixed_line_endings(tmp_path, monkeypatch):
+    memory, indexed, stats = _both(tmp_path, b"\xef\xbb\xbfone\r\ntwo\rthree\n\n  \nfo\x00ur\nfi\xffve", monkeypatch)
+    assert list(indexed) == memory == ["one", "two", "three", "four", "fi\ufffdve"]
+    assert indexed.stats.skipped == stats.skipped and indexed.stats.kept == stats.kept == 5
+    assert indexed[1] == "two" and indexed[-1] == "fi\ufffdve"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from([b"a", b"bc d", b"\r", b"\n", b"\r\n", b" ", b"\xff", b"\x00", "é".encode()]), max_size=30))
+def test_same_sentences_as_memory_reader(tmp_path_factory, data):
+    import os
+
+    tmp = tmp_path_factory.mktemp("idx")
+    os.environ["CSELAB_CACHE"] = str(tmp / "cache")
+    path = tmp / "c.txt"
+    path.write_bytes(b"".join(data))
+    memory = list(iter_corpus(str(path)))
+    assert list(IndexedTextCorpus(path)) == memory

@@ -1,0 +1,98 @@
+"""A NaN or infinite loss/gradient stops training naming the step; good checkpoints stay good."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from cselab.train import checkpoint as ckpt
+from cselab.train.loop import BEST_MODEL, TrainingError, train
+from tests.reliability.conftest import load_config_for, model_weights
+
+
+@pytest.fixture
+def poison_loss_at(monkeypatch):
+    """poison_loss_at(k, value): the InfoNCE loss of step k (1-based) becomes ``value``."""
+    from cselab.losses.infonce import InfoNCELoss
+
+    original = InfoNCELoss.forward
+
+    def arm(step: int, value: float) -> None:
+        def forward(self, outputs):
+            loss, logs = original(self, outputs)
+            if outputs.extra["step"] + 1 == step:
+                loss = loss * value  # keeps the graph, so a NaN would reach the weights if not caught
+            return loss, logs
+
+        monkeypatch.setattr(InfoNCELoss, "forward", forward)
+
+    return arm
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf])
+def test_non_finite_loss_stops_naming_the_step_and_keeps_the_best_model(tmp_path, corpus_file, stsb_dev_dir,
+                                                                       poison_loss_at, value):
+    out_dir = tmp_path / "run"
+    poison_loss_at(7, value)
+    config = load_config_for(corpus_file, out_dir, **{"train.eval_steps": 2, "train.save_steps": 2,
+                                                       "data.dev_dir": str(stsb_dev_dir)})
+    with pytest.raises(TrainingError) as info:
+        train(config, progress=False)
+    message = str(info.value)
+    assert message.startswith("step 7: loss is ") and "\n" not in message and str(out_dir) in message
+    # The last good checkpoint is step 6, intact, with finite weights; nothing was written for step 7.
+    checkpoints = ckpt.list_checkpoints(out_dir / "checkpoints")
+    assert [ckpt.checkpoint_step(p) for p in checkpoints] == [4, 6] and all(ckpt.verify(p) for p in checkpoints)
+    assert all(torch.isfinite(t).all() for t in load_file(str(checkpoints[-1] / "model.safetensors")).values())
+    # The best model so far is complete, finite, and the one its marker names.
+    best = json.loads((out_dir / BEST_MODEL).read_text())
+    assert best["step"] <= 6
+    assert all(torch.isfinite(t).all() for t in model_weights(out_dir).values())
+    assert max(json.loads(line)["step"] for line in (out_dir / "metrics.jsonl").read_text().splitlines()) == 6
+
+
+def test_non_finite_gradient_stops_before_the_update(tmp_path, corpus_file, monkeypatch):
+    """A finite loss whose gradient is NaN (d sqrt(x)/dx at 0) must not reach the weights or a checkpoint."""
+    import cselab.train.loop as loop
+    from cselab.losses.infonce import InfoNCELoss
+
+    original, built = InfoNCELoss.forward, {}
+
+    def forward(self, outputs):
+        loss, logs = original(self, outputs)
+        if outputs.extra["step"] + 1 == 3:
+            loss = loss + 0 * torch.sqrt(outputs.anchor[0, 0] * 0)  # adds 0 to the loss, NaN to the gradient
+        return loss, logs
+
+    def keep_encoder(config):
+        built["model"] = build(config)
+        return built["model"]
+
+    build = loop.build_encoder
+    monkeypatch.setattr(InfoNCELoss, "forward", forward)
+    monkeypatch.setattr(loop, "build_encoder", keep_encoder)
+    out_dir = tmp_path / "run"
+    with pytest.raises(TrainingError, match=r"^step 3: gradient norm is nan"):
+        train(load_config_for(corpus_file, out_dir, **{"train.save_steps": 1, "optim.max_grad_norm": 0}), progress=False)
+    assert all(torch.isfinite(p).all() for p in built["model"].parameters())
+    assert [ckpt.checkpoint_step(p) for p in ckpt.list_checkpoints(out_dir / "checkpoints")] == [1, 2]
+
+
+def test_cli_reports_a_numerical_fault_in_one_line(tmp_path, corpus_file, poison_loss_at, capsys):
+    import cselab.cli as cli
+    from tests.reliability.conftest import base_overrides
+
+    poison_loss_at(2, math.nan)
+    args = ["train"]
+    for item in base_overrides(corpus_file, tmp_path / "run"):
+        args += ["--set", item]
+    if "TrainingError" not in open(cli.__file__, encoding="utf-8").read():
+        with pytest.raises(TrainingError, match=r"^step 2: loss is nan"):
+            cli.main(args)
+        pytest.xfail("cselab/cli.py does not catch TrainingError yet (asked of the lead): a traceback, not one line")
+    assert cli.main(args) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "step 2: loss is nan" in err[0]
