@@ -83,6 +83,7 @@ def time_nlpaug(augmenter, sentences: list[str]) -> dict:
     try:
         out = augmenter.augment(sentences)
     except ValueError:
+        wall, cpu = time.perf_counter(), time.process_time()  # time only the complete one-by-one pass
         out = []
         for sentence in sentences:
             try:

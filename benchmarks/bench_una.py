@@ -216,6 +216,72 @@ def bench_train(corpus: Path, steps: int, repeats: int, scratch: Path) -> dict:
     return {"runs": runs, "una_over_simcse": ratios}
 
 
+def bench_step_cost(corpus_path: Path, pairs: int, seed: int = 0) -> dict:
+    """Interleaved timing of one plain step (2N rows) and one UNA step (3N rows), same weights.
+
+    Alternating the two kinds of step inside one process exposes both to the same machine load,
+    which whole-run wall times on a shared machine do not. Each timing covers what the loop does
+    per step: views and tokenisation (the collator), forward, loss, backward and the AdamW step.
+    """
+    import torch
+
+    from cselab.config import load_config
+    from cselab.data.collate import Collator
+    from cselab.data.views import ViewBuilder
+    from cselab.losses import build_objective
+    from cselab.losses.base import StepOutputs
+    from cselab.model.heads import build_head
+    from cselab.train.loop import build_encoder
+
+    config = load_config("una", [f"data.corpus={corpus_path}"])
+    corpus = [line for line in corpus_path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    torch.manual_seed(seed)
+    encoder = build_encoder(config)
+    head = build_head(config.model.projection, encoder.hidden_size, **config.model.projection_params)
+    objective = build_objective(config.objective)
+    params = [p for p in list(encoder.parameters()) + list(head.parameters()) if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.optim.lr)
+    collator = Collator(encoder.tokenize, ViewBuilder(config.views, corpus, seed))
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.train.precision == "bf16")
+    rng = random.Random(seed)
+    timings: dict[str, list[float]] = {"plain": [], "una": []}
+    augment_seconds = []
+    encoder.train()
+    head.train()
+    for pair in range(pairs):
+        for kind in (("plain", "una") if pair % 2 == 0 else ("una", "plain")):
+            anchors = rng.sample(corpus, config.optim.batch_size)
+            step = 0 if kind == "una" else 1  # step % negative_every == 0: the UNA steps
+            tick = time.perf_counter()
+            batch = collator((step, anchors))
+            with autocast:
+                embeddings = head(encoder(batch.features))
+            roles = batch.roles
+            outputs = StepOutputs(anchor=embeddings[roles["anchor"]], positive=embeddings[roles["positive"]],
+                                  negative=embeddings[roles["negative"]] if "negative" in roles else None)
+            loss = sum(weight * term(outputs)[0] for _, weight, term in objective)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            timings[kind].append(time.perf_counter() - tick)
+            if kind == "una":
+                tock = time.perf_counter()
+                collator.view_builder.negative.augment(anchors, pair)
+                augment_seconds.append(time.perf_counter() - tock)
+        print(f"   pair {pair + 1}/{pairs}: plain {timings['plain'][-1]:.2f} s, una {timings['una'][-1]:.2f} s",
+              flush=True)
+    plain, una = statistics.median(timings["plain"]), statistics.median(timings["una"])
+    f = config.views.negative_every
+    return {"pairs": pairs, "batch_size": config.optim.batch_size, "negative_every": f,
+            "plain_step_seconds": timings["plain"], "una_step_seconds": timings["una"],
+            "median_plain_step_seconds": round(plain, 3), "median_una_step_seconds": round(una, 3),
+            "una_step_over_plain_step": round(una / plain, 3),
+            "median_augment_seconds_per_batch": round(statistics.median(augment_seconds), 4),
+            # A run with UNA on 1 step in f: (f - 1) plain steps and one UNA step per f.
+            "expected_run_time_ratio": round(((f - 1) * plain + una) / (f * plain), 3),
+            "load_average_1min": os.getloadavg()[0]}
+
+
 # Examples (Table B2) ---------------------------------------------------------------------------
 
 def bench_examples(corpus: list[str], count: int = 10, seed: int = 0) -> dict:
@@ -276,11 +342,12 @@ def run_study(corpus: Path, seeds: list[int], recipes: list[str], study_dir: Pat
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--parts", default="fit,negatives,train,examples",
-                        help="comma-separated: fit, negatives, train, examples")
+    parser.add_argument("--parts", default="fit,negatives,stepcost,train,examples",
+                        help="comma-separated: fit, negatives, stepcost, train, examples")
     parser.add_argument("--sizes", default="10000,100000,1000000", help="synthetic corpus sizes for the fit benchmark")
     parser.add_argument("--train-steps", type=int, default=30)
     parser.add_argument("--repeats", type=int, default=1, help="training runs per recipe (order alternates)")
+    parser.add_argument("--pairs", type=int, default=6, help="interleaved plain/UNA step pairs (part stepcost)")
     parser.add_argument("--study", action="store_true", help="run the STS-B dev study instead (hours of CPU)")
     parser.add_argument("--seeds", default="42,43,44", help="study seeds")
     parser.add_argument("--recipes", default=",".join(STUDY_RECIPES), help="study recipes")
@@ -346,6 +413,22 @@ def main() -> None:
                             "(forward/backward/step) + data (views incl. UNA augmentation, tokenisation). "
                             "On UNA steps (1 in 5) the forward pass encodes 3N rows instead of 2N. The machine "
                             "was shared with other jobs: see the load averages.")
+    if "stepcost" in parts:
+        require_shared()
+        print(f"stepcost: {args.pairs} interleaved plain/UNA step pairs ...", flush=True)
+        result = bench_step_cost(SHARED / CORPUS_NAME, args.pairs)
+        rows = [["plain (2N rows)", result["median_plain_step_seconds"], ""],
+                ["UNA step (3N rows, incl. augmentation)", result["median_una_step_seconds"],
+                 result["una_step_over_plain_step"]],
+                [f"run with UNA on 1 step in {result['negative_every']} (expected)", "",
+                 result["expected_run_time_ratio"]]]
+        write_results("una_stepcost", result, "UNA step cost: interleaved plain and UNA steps (MiniLM, batch 64)",
+                      ["step", "median s", "ratio to plain"], rows,
+                      notes=f"{result['pairs']} pairs, alternating order, same process and weights; each timing is "
+                            "collator (views, UNA augmentation, tokenisation) + forward + loss + backward + AdamW "
+                            f"step. UNA's augmentation alone: {result['median_augment_seconds_per_batch']} s per batch "
+                            "of 64. Expected run ratio = ((f - 1) x plain + UNA) / (f x plain). The machine was "
+                            "shared (load average in the JSON).")
     if "examples" in parts:
         require_shared()
         corpus = [line for line in (SHARED / CORPUS_NAME).read_text(encoding="utf-8").splitlines() if line.strip()]

@@ -16,7 +16,7 @@ def wordnet_ready():
 
 
 @pytest.fixture
-def sentences() -> list[str]:
+def sample_sentences() -> list[str]:
     return list(SENTENCES)
 
 

@@ -35,7 +35,7 @@ def get(name: str):
 
 
 @pytest.mark.parametrize("name", RULES)
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batch=st.lists(text, min_size=1, max_size=4), seed=st.integers(0, 2**31 - 1))
 def test_any_text(name, batch, seed):
     augmenter = get(name)

@@ -73,8 +73,8 @@ def test_word_repetition_duplicates_tokens_in_place():
 
 @pytest.mark.parametrize("name", ["clear_word_deletion", "clear_span_deletion", "clear_reorder", "eda_random_swap",
                                   "eda_random_deletion", "random_crop", "word_repetition"])
-def test_deterministic_and_independent_of_batch(name, sentences):
-    SENTENCES = sentences
+def test_deterministic_and_independent_of_batch(name, sample_sentences):
+    SENTENCES = sample_sentences
     aug = build_augmenter(name)
     alone = [aug.augment([s], seed=7)[0] for s in SENTENCES]
     assert aug.augment(SENTENCES, seed=7) == alone

@@ -58,6 +58,8 @@ def test_lookups(wordnet_ready):
     assert "motor vehicle" in wordnet.hypernyms("car", pos="n")
     assert "ambulance" in wordnet.hyponyms("car", pos="n")
     assert wordnet.synonyms("qwzxv") == []
+    assert wordnet.synonyms("car", senses=1) == ["auto", "automobile", "machine", "motorcar"]  # car.n.01 only
+    assert set(wordnet.synonyms("car", senses=1)) < set(wordnet.synonyms("car"))
     with pytest.raises(ValueError, match="part of speech"):
         wordnet.synonyms("car", pos="X")
 
@@ -73,3 +75,5 @@ def test_substitution_augmenters(wordnet_ready):
     syn = build_augmenter("synonym_substitution", ratio=1.0).augment(["The car."], seed=0)[0]
     assert syn.startswith("The ") and syn.endswith(".") and syn != "The car."
     assert build_augmenter("synonym_substitution").augment(["Car."], seed=0)[0][0].isupper()  # case kept
+    first_sense = build_augmenter("synonym_substitution", ratio=1.0, senses=1)
+    assert {first_sense.augment(["car"], seed=k)[0] for k in range(20)} <= {"auto", "automobile", "machine", "motorcar"}

@@ -17,7 +17,7 @@ def blobs(n: int, dim: int = 8, classes: int = 2, seed: int = 0, separation: flo
 
 @pytest.mark.parametrize("mode", ["test", "fast"])
 def test_inner_kfold_learns_separable_data(mode):
-    x, y = blobs(120)
+    x, y = blobs(40 if mode == "test" else 100)  # test mode: 10 x (10 x 6 + 1) fits, kept small
     result = inner_kfold(x, y, ProbeSettings(mode))
     assert result["acc"] > 95 and result["devacc"] > 95
     assert len(result["C"]) == ProbeSettings(mode).folds

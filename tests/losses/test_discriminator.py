@@ -63,7 +63,7 @@ def test_discriminator_learns_separable_augmentation_types():
     term = LOSSES.build("discriminator", num_labels=k, embedding_size=d)
     optimizer = torch.optim.Adam(term.parameters(), lr=3e-3)
     generator = torch.Generator().manual_seed(0)
-    for _ in range(300):
+    for _ in range(200):
         original, augmented, labels = synthetic(64, k, d, generator)
         loss, _ = term(outputs_for(original, augmented, labels))
         optimizer.zero_grad()
@@ -75,7 +75,7 @@ def test_discriminator_learns_separable_augmentation_types():
     assert logs["disc_acc"] > 0.9
 
 
-def test_lazy_parameters_are_sized_at_the_first_step_and_optimised():
+def test_deferred_parameters_are_sized_at_the_first_step_and_optimised():
     term = LOSSES.build("discriminator", num_labels=4, dropout=0.0)
     optimizer = torch.optim.AdamW(term.parameters(), lr=0.01)  # built before sizes are known, as in the loop
     anchor = torch.randn(6, 10)
@@ -95,3 +95,11 @@ def test_bad_settings_have_clear_errors():
         term(StepOutputs(torch.randn(2, 4), torch.randn(2, 4)))
     with pytest.raises(ValueError, match="num_labels"):
         LOSSES.build("discriminator", num_labels=1)
+
+
+def test_deferred_parameters_take_their_shape_from_a_state_dict():
+    sized = LOSSES.build("discriminator", num_labels=3, embedding_size=6)
+    fresh = LOSSES.build("discriminator", num_labels=3)
+    assert not fresh.sized and sum(p.numel() for p in fresh.parameters()) == 0
+    fresh.load_state_dict(sized.state_dict())
+    assert fresh.sized and torch.equal(fresh.hidden_weight, sized.hidden_weight)

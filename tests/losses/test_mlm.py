@@ -97,3 +97,15 @@ def test_invalid_rates_are_rejected():
         LOSSES.build("mlm", probability=0.0)
     with pytest.raises(ValueError, match="sum"):
         LOSSES.build("mlm", mask_replace_prob=0.8, random_replace_prob=0.3)
+
+
+def test_original_sentences_are_masked_when_the_batch_carries_them(tiny_encoder):
+    """CLEAR masks the original sentences, not the augmented views the contrastive term sees."""
+    outputs = step_outputs(tiny_encoder, ["[DEL] sat [DEL] mat", "dog ran [DEL]"])
+    originals = dict(tiny_encoder.tokenize(["the cat sat on the mat", "a dog ran across the field"]))
+    outputs.extra["original_features"] = originals
+    tokens = LOSSES.get("mlm").source_tokens(outputs)
+    assert torch.equal(tokens["input_ids"], originals["input_ids"])
+    del outputs.extra["original_features"]
+    tokens = LOSSES.get("mlm").source_tokens(outputs)
+    assert torch.equal(tokens["input_ids"], outputs.extra["features"]["input_ids"])

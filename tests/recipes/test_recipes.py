@@ -97,11 +97,35 @@ def test_recipe_starts_with_a_one_line_description(recipe):
     assert first.startswith("# ") and len(first) > 20
 
 
+def missing_cache_files(config) -> list[str]:
+    """Dotted keys of views parameters naming an augmentation cache (.jsonl) that does not exist."""
+    keys = []
+    for role in ("anchor", "positive", "negative"):
+        for key, value in getattr(config.views, f"{role}_params").items():
+            if isinstance(value, str) and value.endswith(".jsonl") and not Path(value).is_file():
+                keys.append(f"views.{role}_params.{key}")
+    return keys
+
+
+def with_tiny_caches(recipe: str, overrides: list[str], corpus: Path, tmp_path: Path):
+    """Recipes that read a cache written by `cselab augment` get one for the tiny corpus
+    (a cheap augmenter stands in for the recipe's: this tests the plumbing, not the paraphrases)."""
+    config = load_or_skip(recipe, overrides)
+    keys = missing_cache_files(config)
+    if not keys:
+        return config
+    from cselab.cli import main
+
+    cache = tmp_path / "cache.jsonl"
+    assert main(["augment", "--aug", "eda_random_swap", "--in", str(corpus), "--out", str(cache)]) == 0
+    return load_or_skip(recipe, overrides + [f"{key}={cache}" for key in keys])
+
+
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_recipe_trains_five_steps_on_a_tiny_model(recipe, tiny_corpus, tmp_path):
     from cselab.train.loop import train
 
-    config = load_or_skip(recipe, tiny_overrides(tiny_corpus, tmp_path / "run"))
+    config = with_tiny_caches(recipe, tiny_overrides(tiny_corpus, tmp_path / "run"), tiny_corpus, tmp_path)
     skip_unless_registered(config)
     torch.manual_seed(0)
     summary = train(config, progress=False)
@@ -182,11 +206,12 @@ def test_lazily_sized_terms_are_trained_by_the_loop(tiny_corpus, tmp_path, monke
         for _, _, term in objective:
             snapshots = {}
 
-            def snapshot(module, args, snapshots=snapshots):
+            def snapshot(module, args, output, snapshots=snapshots):
+                # After the first forward: sized, not yet stepped.
                 if not snapshots:
                     snapshots.update({k: v.detach().clone() for k, v in module.named_parameters()})
 
-            term.register_forward_pre_hook(snapshot)
+            term.register_forward_hook(snapshot)
             built.append((term, snapshots))
         return objective
 
@@ -201,6 +226,7 @@ def test_lazily_sized_terms_are_trained_by_the_loop(tiny_corpus, tmp_path, monke
     for term, snapshots in built[1:]:
         assert snapshots, type(term).__name__
         for name, parameter in term.named_parameters():
+            assert snapshots[name].numel() > 0, f"{type(term).__name__}.{name} was never sized"
             assert not torch.equal(snapshots[name], parameter.detach()), f"{type(term).__name__}.{name} never updated"
 
 
@@ -208,3 +234,23 @@ def test_recipes_are_valid_yaml_mappings():
     for recipe in RECIPES:
         data = yaml.safe_load((RECIPE_DIR / f"{recipe}.yaml").read_text())
         assert isinstance(data, dict) and data, recipe
+
+
+def test_run_with_deferred_parameters_resumes_from_a_checkpoint(tiny_corpus, tmp_path):
+    """Sized at the first step, the discriminator and MLM head are sized from the checkpoint on
+    resume; the resumed run ends exactly where the uninterrupted one did."""
+    import shutil
+
+    from cselab.train.loop import train
+
+    overrides = tiny_overrides(tiny_corpus, tmp_path / "run") + [
+        "optim.max_steps=4", "train.save_steps=2", "views.label=[eda_random_deletion, eda_random_swap]",
+        "objective=[{name: infonce}, {name: discriminator, weight: 0.5, num_labels: 3}, {name: mlm}]"]
+    config = load_or_skip("simcse", overrides)
+    first = train(config, progress=False)
+    checkpoints = sorted((tmp_path / "run" / "checkpoints").glob("step-*"))
+    assert checkpoints and checkpoints[0].name.endswith("2")
+    for later in checkpoints[1:]:
+        shutil.rmtree(later)  # as if the run had stopped after step 2
+    resumed = train(config, progress=False)
+    assert resumed["finished"] and resumed["final_loss"] == pytest.approx(first["final_loss"], rel=1e-6)

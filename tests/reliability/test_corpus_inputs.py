@@ -97,7 +97,7 @@ ENDINGS = st.sampled_from([b"\n", b"\r\n", b"\r"])
 # Text a person could mean as a sentence: no control characters, no surrogates, no BOM.
 VALID_TEXT = st.text(st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="\ufeff"), max_size=80)
 JUNK = st.binary(max_size=80).map(lambda b: b.replace(b"\n", b"").replace(b"\r", b""))
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _read(data: bytes, suffix: str) -> list[str] | None:

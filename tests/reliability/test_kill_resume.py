@@ -1,6 +1,7 @@
 """The real thing: `cselab train` killed from outside, then the same command run again."""
 from __future__ import annotations
 
+import os
 import random
 import signal
 import subprocess
@@ -35,14 +36,16 @@ def test_sigkill_mid_run_then_same_command_finishes_like_an_uninterrupted_run(tm
 
 
 def test_sigterm_stops_after_the_step_saves_and_says_how_to_resume(tmp_path, corpus_file, reference_run):
+    """SIGTERM to the whole process group, data-loader worker included (as `kill -TERM -PGID` or a
+    terminal's Ctrl-C do): the worker must not die mid-batch and break the clean stop."""
     from cselab.train.loop import train
 
     out_dir = tmp_path / "run"
-    process = subprocess.Popen(cli_command(corpus_file, out_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=subprocess_env())
+    process = subprocess.Popen(cli_command(corpus_file, out_dir, **{"train.num_workers": 1}), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=subprocess_env(), start_new_session=True)
     try:
         wait_for_step(process, out_dir / "metrics.jsonl", 4)
-        process.send_signal(signal.SIGTERM)
+        os.killpg(process.pid, signal.SIGTERM)
         stdout, stderr = process.communicate(timeout=60)
     finally:
         process.kill()
@@ -56,6 +59,7 @@ def test_sigterm_stops_after_the_step_saves_and_says_how_to_resume(tmp_path, cor
     latest = ckpt.latest_valid_checkpoint(out_dir / "checkpoints")
     assert latest is not None and ckpt.checkpoint_step(latest) == stopped
     assert 4 <= stopped < STEPS
+    # Resumed in-process without workers (train.num_workers may change on resume).
     summary = train(load_config_for(corpus_file, out_dir), progress=False)
     assert summary["finished"]
     assert_same_weights(model_weights(out_dir), model_weights(reference_run))

@@ -170,3 +170,16 @@ def test_best_dev_model_stays_consistent_across_a_crash(tmp_path, corpus_file, s
     assert summary["best_step"] == best["step"] and summary["best_stsb_dev"] == pytest.approx(best["stsb_dev"])
     assert_same_weights(model_weights(out_dir), model_weights(reference))
     assert_same_metrics(metric_records(out_dir), metric_records(reference))
+
+
+def test_resume_on_a_changed_corpus_is_refused(tmp_path, corpus_file, crash_at, monkeypatch):
+    """Same path and settings, different content: the checkpoint's corpus fingerprint catches it."""
+    corpus, out_dir = tmp_path / "corpus.txt", tmp_path / "run"
+    shutil.copy(corpus_file, corpus)
+    crash_at(5)
+    with pytest.raises(Exception, match=CRASHED):
+        train(load_config_for(corpus, out_dir), progress=False)
+    monkeypatch.undo()
+    corpus.write_text(corpus.read_text().replace("cat", "cow"))
+    with pytest.raises(ConfigError, match=r"corpus.txt: the corpus changed since checkpoint .*step-00000003"):
+        train(load_config_for(corpus, out_dir), progress=False)

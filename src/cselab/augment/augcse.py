@@ -166,6 +166,7 @@ class SpacyRule:
     tag: ClassVar[str]
     description: ClassVar[str]
     level: ClassVar[str] = "parse"
+    cost: ClassVar[str] = "parse"  # for benchmarks and property tests: runs a spaCy pipeline
     #: sentences without a match are returned unchanged without being parsed
     trigger: ClassVar[re.Pattern | None] = None
     batch_size: int = 256
@@ -202,8 +203,8 @@ def render(doc: "Doc", replaced: dict[int, str] | None = None, deleted: Iterable
 
     ``replaced`` maps a token index to new text; ``spans`` replace whole token ranges
     ``[start, end)`` by a text (keeping the range's trailing whitespace). A deleted token's
-    trailing whitespace replaces that of the token before it, so "is not ," gives "is ,"
-    never ("is," instead) and "does n't like" gives "does like"."""
+    trailing whitespace replaces that of the token before it: deleting "not" from "is not,"
+    gives "is," and deleting "n't" from "doesn't like" gives "does like"."""
     replaced = replaced or {}
     space = [t.whitespace_ for t in doc]
     gone = set(deleted)
@@ -247,6 +248,7 @@ class RegexRule:
     name: ClassVar[str]
     tag: ClassVar[str]
     description: ClassVar[str]
+    cost: ClassVar[str] = "cheap"  # for benchmarks and property tests: no model, thousands of sentences/s
 
     def augment(self, sentences: list[str], seed: int) -> list[str]:
         raise NotImplementedError
@@ -474,7 +476,7 @@ _MARKER_GROUPS: list[tuple[bool, tuple[str, ...]]] = [
     (False, ("for example", "for instance")),
     (False, ("in fact", "indeed", "as a matter of fact")),
     (True, ("similarly", "likewise")),
-    (False, ("afterwards", "subsequently", "after that")),
+    (False, ("afterwards", "subsequently")),
     (False, ("meanwhile", "in the meantime")),
     (True, ("in summary", "in conclusion", "to sum up", "in short")),
     (False, ("although", "even though")),
@@ -717,6 +719,9 @@ class TenseTransformation(SpacyRule):
         replaced: dict[int, str] = {}
         for token in doc:
             if self._tense_of(token) != source:
+                continue
+            if not (token.is_alpha or token.text[:1] in {"'", "’"}) or (
+                    token.i > 0 and doc[token.i - 1].text.endswith("<")):  # "<br>" is markup, not a verb
                 continue
             following = doc[token.i + 1] if token.i + 1 < len(doc) else None
             negated = following is not None and following.lower_ in {"n't", "n’t"} and not token.whitespace_

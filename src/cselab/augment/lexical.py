@@ -134,8 +134,9 @@ class ClearSynonymSubstitution(WordNetSubstitution):
     description = "CLEAR substitution: 30% of tokens replaced by WordNet synonyms (where they have any)"
     relation = "synonyms"
 
-    def __init__(self, ratio: float = 0.3, max_changes: int | None = None, pos: str | None = None):
-        super().__init__(ratio=ratio, max_changes=max_changes, pos=pos)
+    def __init__(self, ratio: float = 0.3, max_changes: int | None = None, pos: str | None = None,
+                 senses: int | None = None):
+        super().__init__(ratio=ratio, max_changes=max_changes, pos=pos, senses=senses)
 
 
 # --- EDA -------------------------------------------------------------------------------------
@@ -152,8 +153,8 @@ class EdaSynonymReplacement(WordNetSubstitution):
     description = "EDA synonym replacement: max(1, int(0.1 n)) non-stop words -> WordNet synonyms"
     relation = "synonyms"
 
-    def __init__(self, alpha: float = 0.1):
-        super().__init__(ratio=alpha)
+    def __init__(self, alpha: float = 0.1, senses: int | None = None):
+        super().__init__(ratio=alpha, senses=senses)
         self.alpha = self.ratio
 
     def augment_tokens(self, tokens, rng):

@@ -430,7 +430,9 @@ def punctuation_insertion(doc: "Doc", rng: random.Random, rule: str | None = Non
 
 
 # --------------------------------------------------------------------------- affirmative auxiliary
-AFFIRMATIVE_AUXILIARIES = ("must", "have to", "ought to", "cannot help but", "do",
+# The paper lists "have to", "can't but", "can't help to" among others; the last two are written in
+# their standard forms "cannot but" and "cannot help but" (both take a bare infinitive).
+AFFIRMATIVE_AUXILIARIES = ("must", "have to", "ought to", "cannot but", "cannot help but", "do",
                            "definitely", "certainly", "surely")
 _ADVERBS = frozenset({"definitely", "certainly", "surely"})
 
@@ -466,8 +468,8 @@ def _affirmative_phrase(auxiliary: str, group: VerbGroup) -> str | None:
         have = "had" if past else ("has" if group.third_singular else "have")
         rest = {"modal": "", "do": "", "be": " be", "perfect": None, "lexical": f" {lemma}"}[kind]
         return None if rest is None else f"{have} to{rest}"
-    if auxiliary == "cannot help but":
-        phrase = "could not help but" if past else "cannot help but"
+    if auxiliary in {"cannot but", "cannot help but"}:
+        phrase = auxiliary.replace("cannot", "could not") if past else auxiliary
         rest = {"modal": "", "do": "", "be": " be", "perfect": None, "lexical": f" {lemma}"}[kind]
         return None if rest is None else phrase + rest
     raise ValueError(f"unknown affirmative auxiliary {auxiliary!r}")
@@ -637,6 +639,7 @@ class _SpacyAugmenter:
 
     name = ""
     tag = ""
+    cost = "parse"  # spaCy parsing: property tests run these with fewer examples
 
     def __init__(self, batch_size: int = 256, n_process: int = 1, model: str | None = None,
                  max_chars: int = 10_000):

@@ -29,7 +29,7 @@ import warnings
 from functools import lru_cache
 from pathlib import Path
 
-from cselab.augment.base import AugmenterUnavailable, TokenAugmenter, check_ratio, register_augmenter
+from cselab.augment.base import AugmenterUnavailable, TokenAugmenter, check_positive_int, check_ratio, register_augmenter
 from cselab.augment.tokenize import is_word, match_case
 
 DEBIAN_WORDNET = Path("/usr/share/wordnet")
@@ -200,56 +200,56 @@ def _unique(names, word: str) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=200_000)
-def _synonyms(word: str, pos: str | None) -> tuple[str, ...]:
-    return _unique((lemma.name() for s in _synsets(word, pos) for lemma in s.lemmas()), word)
+def _synonyms(word: str, pos: str | None, senses: int | None = None) -> tuple[str, ...]:
+    return _unique((lemma.name() for s in _synsets(word, pos)[:senses] for lemma in s.lemmas()), word)
 
 
 @lru_cache(maxsize=200_000)
-def _antonyms(word: str, pos: str | None) -> tuple[str, ...]:
+def _antonyms(word: str, pos: str | None, senses: int | None = None) -> tuple[str, ...]:
     key = word.lower().replace(" ", "_")
-    return _unique((ant.name() for s in _synsets(word, pos) for lemma in s.lemmas() if lemma.name().lower() == key
-                    for ant in lemma.antonyms()), word)
+    return _unique((ant.name() for s in _synsets(word, pos)[:senses] for lemma in s.lemmas()
+                    if lemma.name().lower() == key for ant in lemma.antonyms()), word)
 
 
 @lru_cache(maxsize=200_000)
-def _hypernyms(word: str, pos: str | None) -> tuple[str, ...]:
-    return _unique((lemma.name() for s in _synsets(word, pos) for h in s.hypernyms() + s.instance_hypernyms()
+def _hypernyms(word: str, pos: str | None, senses: int | None = None) -> tuple[str, ...]:
+    return _unique((lemma.name() for s in _synsets(word, pos)[:senses] for h in s.hypernyms() + s.instance_hypernyms()
                     for lemma in h.lemmas()), word)
 
 
 @lru_cache(maxsize=200_000)
-def _hyponyms(word: str, pos: str | None) -> tuple[str, ...]:
-    return _unique((lemma.name() for s in _synsets(word, pos) for h in s.hyponyms() + s.instance_hyponyms()
+def _hyponyms(word: str, pos: str | None, senses: int | None = None) -> tuple[str, ...]:
+    return _unique((lemma.name() for s in _synsets(word, pos)[:senses] for h in s.hyponyms() + s.instance_hyponyms()
                     for lemma in h.lemmas()), word)
 
 
-def synonyms(word: str, pos: str | None = None) -> list[str]:
+def synonyms(word: str, pos: str | None = None, senses: int | None = None) -> list[str]:
     """Lemmas sharing a synset with ``word`` (any sense), the word itself excluded."""
-    return list(_synonyms(word, _wn_pos(pos)))
+    return list(_synonyms(word, _wn_pos(pos), senses))
 
 
-def antonyms(word: str, pos: str | None = None) -> list[str]:
+def antonyms(word: str, pos: str | None = None, senses: int | None = None) -> list[str]:
     """Direct antonyms of ``word``'s lemmas (WordNet's antonymy is a lemma relation)."""
-    return list(_antonyms(word, _wn_pos(pos)))
+    return list(_antonyms(word, _wn_pos(pos), senses))
 
 
-def hypernyms(word: str, pos: str | None = None) -> list[str]:
+def hypernyms(word: str, pos: str | None = None, senses: int | None = None) -> list[str]:
     """Lemmas of the (instance) hypernym synsets of ``word``'s senses."""
-    return list(_hypernyms(word, _wn_pos(pos)))
+    return list(_hypernyms(word, _wn_pos(pos), senses))
 
 
-def hyponyms(word: str, pos: str | None = None) -> list[str]:
+def hyponyms(word: str, pos: str | None = None, senses: int | None = None) -> list[str]:
     """Lemmas of the (instance) hyponym synsets of ``word``'s senses."""
-    return list(_hyponyms(word, _wn_pos(pos)))
+    return list(_hyponyms(word, _wn_pos(pos), senses))
 
 
 _RELATIONS = {"synonyms": _synonyms, "antonyms": _antonyms, "hypernyms": _hypernyms, "hyponyms": _hyponyms}
 
 
 @lru_cache(maxsize=200_000)
-def common_lemmas(relation: str, word: str, pos: str | None) -> tuple[str, ...]:
+def common_lemmas(relation: str, word: str, pos: str | None, senses: int | None = None) -> tuple[str, ...]:
     """``relation`` lemmas that are common words: proper nouns and abbreviations (any capital) dropped."""
-    return tuple(lemma for lemma in _RELATIONS[relation](word, pos) if lemma.islower())
+    return tuple(lemma for lemma in _RELATIONS[relation](word, pos, senses) if lemma.islower())
 
 
 WORDNET = {"synonyms": synonyms, "antonyms": antonyms, "hypernyms": hypernyms, "hyponyms": hyponyms}
@@ -279,23 +279,26 @@ class WordNetSubstitution(TokenAugmenter):
     """Replace a share of content words by a WordNet relative chosen at random.
 
     ``ratio`` of the tokens (at least one) are replaced when candidates exist; ``max_changes``
-    caps the count (None: no cap). Capitalisation of the replaced word is kept.
+    caps the count (None: no cap). ``senses`` limits look-ups to each word's first (most
+    frequent) WordNet senses; None uses all, as EDA and CLEAR do. Capitalisation is kept.
     """
 
     relation: str = "synonyms"
     pos: str | None = None
 
-    def __init__(self, ratio: float = 0.15, max_changes: int | None = None, pos: str | None = None):
+    def __init__(self, ratio: float = 0.15, max_changes: int | None = None, pos: str | None = None,
+                 senses: int | None = None):
         super().__init__()
         self.ratio = check_ratio(self.name, "ratio", ratio)
         self.max_changes = max_changes
+        self.senses = None if senses is None else check_positive_int(self.name, "senses", senses, minimum=1)
         self.pos = _wn_pos(pos) if pos is not None else type(self).pos
         reader()  # fail at build time, with the install hint, when WordNet is missing
 
     def candidates(self, token: str) -> tuple[str, ...]:
         if not substitutable(token):
             return ()
-        return common_lemmas(self.relation, token.lower(), self.pos)
+        return common_lemmas(self.relation, token.lower(), self.pos, self.senses)
 
     def augment_tokens(self, tokens: list[str], rng: random.Random) -> list[str] | None:
         want = max(1, round(self.ratio * len(tokens)))
@@ -340,8 +343,9 @@ class AntonymSubstitution(WordNetSubstitution):
     description = "replace one content word by a WordNet antonym (meaning reversed)"
     relation = "antonyms"
 
-    def __init__(self, ratio: float = 0.0, max_changes: int | None = 1, pos: str | None = None):
-        super().__init__(ratio=ratio, max_changes=max_changes, pos=pos)
+    def __init__(self, ratio: float = 0.0, max_changes: int | None = 1, pos: str | None = None,
+                 senses: int | None = None):
+        super().__init__(ratio=ratio, max_changes=max_changes, pos=pos, senses=senses)
 
 
 @register_augmenter

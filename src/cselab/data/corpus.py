@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import hashlib
 import io
 import json
 import os
@@ -229,6 +230,14 @@ def _hf_rows(name: str, column: str | None) -> Iterator[str]:
         if key not in row:
             raise CorpusError(f"hf:{name}: no column {key!r} (set data.column)")
         yield str(row[key] or "")
+
+
+def corpus_fingerprint(sentences: list[str]) -> str:
+    """SHA-256 of the cleaned sentences in order: a resume can tell the corpus changed under it."""
+    digest = hashlib.sha256()
+    for sentence in sentences:
+        digest.update(sentence.encode("utf-8", errors="surrogatepass") + b"\n")
+    return digest.hexdigest()
 
 
 def read_corpus(spec: str, column: str | None = None, max_sentences: int | None = None,

@@ -5,8 +5,9 @@ L_total = L_MLM + L_CL, with BERT's masking: 15% of the tokens are selected, of 
 [MASK], 10% a random token and 10% stay unchanged (Devlin et al., 2019). Special tokens and
 padding are never selected; masking is done by ``transformers.DataCollatorForLanguageModeling``.
 
-The term runs its own forward pass through ``extra["encoder"].backbone`` on the anchors' token
-ids (the first view when ``views.anchor`` is an augmenter) and predicts the selected tokens with a
+The term runs its own forward pass through ``extra["encoder"].backbone`` on the original
+sentences' token ids when the batch carries them (``extra["original_features"]``), else on the
+anchors' (the first view when ``views.anchor`` is an augmenter), and predicts the selected tokens with a
 BERT-style prediction head: dense(h, h) -> the backbone's activation -> LayerNorm -> decoder whose
 weight is tied to the backbone's input embeddings (``tie_to_input_embeddings``), plus a bias.
 Head sizes come from the backbone at the first step unless ``hidden_size``/``vocab_size`` are given.
@@ -93,21 +94,37 @@ class MaskedLanguageModelLoss(DeferredParameters, nn.Module):
         masked, labels = self._masker.torch_mask_tokens(ids, special_tokens_mask=protected)
         return masked.to(input_ids.device), labels.to(input_ids.device)
 
+    @staticmethod
+    def source_tokens(outputs: StepOutputs) -> dict[str, torch.Tensor]:
+        """The original sentences' tokens when the batch carries them (``extra["original_features"]``,
+        CLEAR masks the originals), else the anchor rows of the step's tokenised batch."""
+        original = outputs.extra.get("original_features")
+        if original is not None:
+            return {k: v.to(outputs.anchor.device) for k, v in original.items()
+                    if k in ("input_ids", "attention_mask", "token_type_ids")}
+        features, rows = outputs.extra["features"], outputs.extra["roles"]["anchor"]
+        return {k: features[k][rows] for k in ("input_ids", "attention_mask", "token_type_ids") if k in features}
+
     # -- loss ------------------------------------------------------------------------------------
     def forward(self, outputs: StepOutputs) -> tuple[torch.Tensor, dict[str, float]]:
-        encoder, features, rows = outputs.extra["encoder"], outputs.extra["features"], outputs.extra["roles"]["anchor"]
+        encoder = outputs.extra["encoder"]
         backbone = encoder.backbone
         if not self.sized:
             self._size_from_backbone(backbone, outputs.anchor.device)
-        attention_mask = features["attention_mask"][rows]
-        masked, labels = self.mask(features["input_ids"][rows], attention_mask, encoder.tokenizer)
+        tokens = self.source_tokens(outputs)
+        attention_mask = tokens["attention_mask"]
+        masked, labels = self.mask(tokens["input_ids"], attention_mask, encoder.tokenizer)
         selected = labels != IGNORE
         if not selected.any():  # e.g. a batch of empty sentences: nothing to predict
             return self.transform_bias.sum() * 0.0, {"mlm": 0.0}
         inputs = {"input_ids": masked, "attention_mask": attention_mask}
-        if "token_type_ids" in features:
-            inputs["token_type_ids"] = features["token_type_ids"][rows]
-        states = backbone(**inputs, return_dict=True).last_hidden_state[selected].float()
+        if "token_type_ids" in tokens:
+            inputs["token_type_ids"] = tokens["token_type_ids"]
+        # Same precision as the step's main pass (the loop runs terms outside its autocast).
+        low_precision = outputs.anchor.dtype in (torch.bfloat16, torch.float16)
+        with torch.autocast(masked.device.type, dtype=outputs.anchor.dtype if low_precision else torch.bfloat16,
+                            enabled=low_precision):
+            states = backbone(**inputs, return_dict=True).last_hidden_state[selected].float()
         from transformers.activations import ACT2FN
 
         config = backbone.config

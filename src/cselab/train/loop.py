@@ -20,7 +20,7 @@ import torch
 
 from cselab.config import Config, ConfigError
 from cselab.data.collate import Batch, Collator, StepDataset, epoch_order
-from cselab.data.corpus import read_corpus
+from cselab.data.corpus import corpus_fingerprint, read_corpus
 from cselab.data.views import ViewBuilder
 from cselab.evaluate.dev import StsbDev, find_senteval_dir
 from cselab.losses import build_objective
@@ -211,10 +211,14 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
     # Resume from the last complete checkpoint of this output directory: weights, optimiser,
     # scheduler, RNG (dropout) and the data position, which is the step itself.
     checkpoint_dir = out_dir / "checkpoints"
+    fingerprint = corpus_fingerprint(corpus)
     state = {"step": 0, "best_dev": None, "best_step": None, "first_loss": None, "last_loss": None,
-             "sentences_seen": 0, "train_seconds": 0.0}
+             "sentences_seen": 0, "train_seconds": 0.0, "corpus_sha256": fingerprint}
     if latest is not None:
         state.update(ckpt.load_checkpoint(latest, accelerator.unwrap_model(trainable), optimizer, scheduler))
+        if state["corpus_sha256"] != fingerprint:
+            raise ConfigError(f"{config.data.corpus}: the corpus changed since checkpoint {latest}; restore it, "
+                              f"or pass --no-resume (or another train.output_dir) to start over")
         accelerator.print(f"resuming from {latest} (step {state['step']} of {total_steps})")
         reconcile_best_model(out_dir, state, model)
     start_step = state["step"]
@@ -257,7 +261,8 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
 
         bar = tqdm(total=total_steps, initial=start_step, desc=f"train {config.recipe}", unit="step")
     step = start_step
-    advice = "lower optim.lr" + ("" if precision == "fp32" else ", or use train.precision=fp32")
+    # A resume must keep the settings, so the remedy is a new run (--no-resume) with other ones.
+    advice = "lower optim.lr" + ("" if precision == "fp32" else " or use train.precision=fp32") + " and run with --no-resume"
     try:
         trainable.train()
         for batch in loader:
