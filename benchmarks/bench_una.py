@@ -412,7 +412,9 @@ def main() -> None:
                             f"{ratio['compute_seconds']}, whole wall {ratio['wall_seconds']}. Loop = compute "
                             "(forward/backward/step) + data (views incl. UNA augmentation, tokenisation). "
                             "On UNA steps (1 in 5) the forward pass encodes 3N rows instead of 2N. The machine "
-                            "was shared with other jobs: see the load averages.")
+                            "was shared with other jobs (see the load averages): whole-run ratios there mostly "
+                            "measure load changes between the runs; una_stepcost.md interleaves the two kinds of "
+                            "step in one process instead.")
     if "stepcost" in parts:
         require_shared()
         print(f"stepcost: {args.pairs} interleaved plain/UNA step pairs ...", flush=True)

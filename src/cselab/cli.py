@@ -52,7 +52,9 @@ def format_summary(summary: dict) -> str:
              f"  corpus          {summary['corpus']['kept']} sentences"
              + (f" (skipped {sum(summary['corpus']['skipped'].values())}: "
                 + ", ".join(f"{k} {v}" for k, v in summary["corpus"]["skipped"].items()) + ")"
-                if summary["corpus"]["skipped"] else "")]
+                if summary["corpus"]["skipped"] else "")
+             + (f"; cleaned: " + ", ".join(f"{k} {v}" for k, v in summary["corpus"]["cleaned"].items())
+                if summary["corpus"].get("cleaned") else "")]
     if summary["first_loss"] is not None:
         lines.append(f"  loss            {summary['first_loss']:.4f} -> {summary['final_loss']:.4f}")
     if summary["best_stsb_dev"] is not None:
@@ -60,7 +62,10 @@ def format_summary(summary: dict) -> str:
     if summary["sentences_per_second"]:
         lines.append(f"  throughput      {summary['sentences_per_second']:.1f} sentences/s")
     lines.append(f"  wall time       {summary['wall_seconds']:.1f} s")
-    lines.append(f"  model           {summary['output_dir']}")
+    if summary["finished"] or summary["best_stsb_dev"] is not None:
+        lines.append(f"  model           {summary['output_dir']}")
+    else:
+        lines.append(f"  checkpoints     {summary['output_dir']}/checkpoints")
     return "\n".join(lines)
 
 
@@ -126,16 +131,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Errors that explain themselves in one line: (module, class name), looked up only once the module
+# is loaded, so `cselab recipes` does not import torch to learn an exception's name.
+USER_ERRORS = [("cselab.config", "ConfigError"), ("cselab.data.corpus", "CorpusError"),
+               ("cselab.train.loop", "TrainingError"), ("cselab.train.checkpoint", "CheckpointError"),
+               ("cselab.augment.base", "AugmenterUnavailable"), ("cselab.augment.cache", "CacheFileError"),
+               ("cselab.augment.cli", "AugmentCliError"), ("cselab.evaluate.formats", "DataFormatError"),
+               ("cselab.evaluate.download", "DownloadError")]
+
+
+def is_user_error(exc: BaseException) -> bool:
+    if isinstance(exc, (FileNotFoundError, KeyError)):
+        return True
+    classes = [getattr(sys.modules[m], name, None) for m, name in USER_ERRORS if m in sys.modules]
+    return isinstance(exc, tuple(c for c in classes if c is not None))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    from cselab.config import ConfigError
-    from cselab.data.corpus import CorpusError
-
     try:
         return args.func(args)
-    except (ConfigError, CorpusError, FileNotFoundError, KeyError) as exc:
+    except Exception as exc:
+        if args.verbose or not is_user_error(exc):
+            raise
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"cselab {args.command}: error: {message}", file=sys.stderr)
         return 2

@@ -52,6 +52,8 @@ class DataConfig:
     max_sentences: int | None = 20000
     # SentEval-layout directory for STS-B dev evaluation; auto-detected when None.
     dev_dir: str | None = None
+    # Sort each window of k batches by length before batching (less padding); 0 turns it off.
+    length_grouping: int = 0
 
 
 @dataclass
@@ -84,6 +86,8 @@ class OptimConfig:
     batch_size: int = 64
     epochs: int = 1
     max_steps: int | None = None
+    # Cached contrastive loss (GradCache): encode the step in chunks of this many rows; null = off.
+    grad_cache_chunk: int | None = None
 
 
 @dataclass
@@ -202,6 +206,8 @@ def validate(config: Config) -> Config:
         ("optim.batch_size", config.optim.batch_size >= 2, "must be >= 2 (in-batch negatives need two sentences)"),
         ("optim.epochs", config.optim.epochs >= 1, "must be >= 1"),
         ("optim.max_steps", config.optim.max_steps is None or config.optim.max_steps >= 1, "must be >= 1 or null"),
+        ("optim.grad_cache_chunk", config.optim.grad_cache_chunk is None or config.optim.grad_cache_chunk >= 1, "must be >= 1 or null"),
+        ("data.length_grouping", config.data.length_grouping >= 0, "must be >= 0 (0 turns it off)"),
         ("model.max_seq_len", config.model.max_seq_len >= 4, "must be >= 4"),
         ("train.eval_steps", config.train.eval_steps >= 0, "must be >= 0 (0 disables evaluation)"),
         ("train.save_steps", config.train.save_steps >= 0, "must be >= 0 (0 disables checkpoints)"),

@@ -14,7 +14,7 @@ def test_text_and_gzip(tmp_path):
         handle.write(lines)
     for name in ("a.txt", "a.txt.gz"):
         sentences, stats = read_corpus(str(tmp_path / name))
-        assert sentences == ["first sentence", "second sentence"]
+        assert list(sentences) == ["first sentence", "second sentence"]
         assert stats.skipped["empty"] == 2
 
 
@@ -22,7 +22,7 @@ def test_columns(tmp_path):
     (tmp_path / "a.csv").write_text('id,text\n1,"hello, world"\n2,second one\n')
     (tmp_path / "a.tsv").write_text("sent\tlabel\nhello world\t1\nsecond one\t0\n")
     (tmp_path / "a.jsonl").write_text(json.dumps({"sentence": "hello world"}) + "\n" + json.dumps({"sentence": "second one"}) + "\n")
-    assert read_corpus(str(tmp_path / "a.csv"))[0] == ["hello, world", "second one"]
+    assert list(read_corpus(str(tmp_path / "a.csv"))[0]) == ["hello, world", "second one"]
     assert read_corpus(str(tmp_path / "a.tsv"), column="sent")[0] == ["hello world", "second one"]
     assert read_corpus(str(tmp_path / "a.jsonl"), column="sentence")[0] == ["hello world", "second one"]
     with pytest.raises(CorpusError, match="a.jsonl:1"):

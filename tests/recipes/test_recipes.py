@@ -254,3 +254,17 @@ def test_run_with_deferred_parameters_resumes_from_a_checkpoint(tiny_corpus, tmp
         shutil.rmtree(later)  # as if the run had stopped after step 2
     resumed = train(config, progress=False)
     assert resumed["finished"] and resumed["final_loss"] == pytest.approx(first["final_loss"], rel=1e-6)
+
+
+def test_clear_anchor_rows_are_the_first_augmented_view(tiny_encoder):
+    from cselab.data.collate import Collator
+    from cselab.data.views import ViewBuilder
+
+    config = load_or_skip("clear-del-word", [])
+    sentences = ["the old man reads a long letter slowly at night", "a small child follows the red bird home",
+                 "our team builds a new house near the river", "the teacher carries the map to the garden"]
+    batch = Collator(tiny_encoder.tokenize, ViewBuilder(config.views, sentences, seed=0))((0, sentences))
+    assert batch.views.anchors != sentences  # the augmenter did change them
+    decode = lambda ids: tiny_encoder.tokenizer.batch_decode(ids, skip_special_tokens=True)  # noqa: E731
+    anchor_rows = decode(batch.features["input_ids"][batch.roles["anchor"]])
+    assert anchor_rows == decode(tiny_encoder.tokenize(batch.views.anchors)["input_ids"])

@@ -27,6 +27,7 @@ def test_every_kind_of_dirty_line_is_cleaned_or_skipped_and_counted(tmp_path):
     path = tmp_path / "dirty.txt"
     path.write_bytes(data)
     sentences, stats = read_corpus(str(path))
+    sentences = list(sentences)  # a file-backed sequence
     assert sentences[:3] == ["first line after a BOM", "second", "third \ufffd\ufffd broken utf-8"]
     assert sentences[3:6] == ["nulinside", "zerowidth inside", "bell and escape"]
     assert len(sentences[6]) == MAX_CHARS and sentences[6].startswith("long long")
@@ -41,13 +42,14 @@ def test_every_kind_of_dirty_line_is_cleaned_or_skipped_and_counted(tmp_path):
 def test_all_three_line_endings_mixed_give_the_same_lines(tmp_path):
     path = tmp_path / "mixed.txt"
     path.write_bytes(b"a one\r\nb two\rc three\nd four\r\r\ne five")
-    assert read_corpus(str(path))[0] == ["a one", "b two", "c three", "d four", "e five"]
+    assert list(read_corpus(str(path))[0]) == ["a one", "b two", "c three", "d four", "e five"]
 
 
 def test_csv_rows_missing_the_column_or_unreadable_are_skipped_and_counted(tmp_path):
     path = tmp_path / "rows.csv"
     path.write_text("id,text\n1,first sentence\n2\n3,\"" + "x" * 200_000 + "\"\n4,last sentence\r\n", encoding="utf-8")
     sentences, stats = read_corpus(str(path))
+    sentences = list(sentences)  # a file-backed sequence
     assert sentences == ["first sentence", "last sentence"]
     assert stats.skipped["missing_column"] == 1 and stats.skipped["unreadable_row"] == 1
 
@@ -59,6 +61,7 @@ def test_jsonl_records_that_are_not_strings_or_not_json_are_skipped_and_counted(
              json.dumps({"text": "another sentence"})]
     path.write_text("\n".join(lines), encoding="utf-8")
     sentences, stats = read_corpus(str(path))
+    sentences = list(sentences)  # a file-backed sequence
     assert sentences == ["a real sentence", "another sentence"]
     assert stats.skipped == {"not_a_string": 2, "empty": 1, "not_a_json_object": 1, "invalid_json": 1}
 
@@ -106,6 +109,7 @@ def _read(data: bytes, suffix: str) -> list[str] | None:
         path.write_bytes(data)
         try:
             sentences, stats = read_corpus(str(path))
+            sentences = list(sentences)  # a file-backed sequence
         except CorpusError as exc:
             assert "\n" not in str(exc) and str(path) in str(exc)
             return None

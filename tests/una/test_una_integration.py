@@ -59,8 +59,8 @@ def test_five_una_steps_put_negatives_in_every_step(tmp_path, tiny_corpus, monke
     seen = []
     original = loop.split_roles
 
-    def spy(embeddings, batch, features, encoder):
-        outputs = original(embeddings, batch, features, encoder)
+    def spy(embeddings, batch, *args, **kwargs):
+        outputs = original(embeddings, batch, *args, **kwargs)
         seen.append({"negatives": batch.views.negatives, "anchors": batch.views.anchors,
                      "rows": embeddings.shape[0], "negative_rows": None if outputs.negative is None
                      else outputs.negative.shape[0]})
@@ -111,3 +111,32 @@ def test_cselab_augment_cli_shows_negatives(tmp_path, corpus):
     assert len(records) == 120
     assert all(r["augmented"] != r["original"].lower() for r in records)
     assert all(r["augmented"] == r["augmented"].lower() for r in records)
+
+
+def test_una_paraphrase_trains_on_cached_positives(tmp_path, tiny_corpus, monkeypatch):
+    """The paraphrase variant end to end: positives read from the cache, UNA negatives every step."""
+    import cselab.train.loop as loop
+
+    sentences = [line for line in tiny_corpus.read_text(encoding="utf-8").splitlines() if line.strip()]
+    cache = tmp_path / "positives.jsonl"
+    cache.write_text("".join(json.dumps({"original": s, "augmented": f"{s} (cached paraphrase)",
+                                         "augmentation": "back_translation", "changed": True}) + "\n"
+                             for s in sentences), encoding="utf-8")
+    seen = []
+    original = loop.split_roles
+
+    def spy(embeddings, batch, *args, **kwargs):
+        seen.append(batch.views)
+        return original(embeddings, batch, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "split_roles", spy)
+    config = load_config("una-paraphrase", [
+        f"data.corpus={tiny_corpus}", "optim.batch_size=8", "optim.max_steps=2", "views.negative_every=1",
+        "train.eval_steps=0", "train.save_steps=0", "train.precision=fp32", f"train.output_dir={tmp_path / 'run'}",
+        f"views.positive_params.path={cache}", f"views.negative_params.extra_fit_texts_from={cache}",
+        "views.positive_params.augmenter=null"], **{"model.from_config": TINY_BERT})
+    assert loop.train(config, progress=False)["finished"]
+    assert len(seen) == 2
+    for views in seen:
+        assert views.positives == [f"{a} (cached paraphrase)" for a in views.anchors]
+        assert views.negatives is not None and len(views.negatives) == len(views.anchors)

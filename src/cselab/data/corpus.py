@@ -23,7 +23,7 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 # Longer lines are cut: the tokenizer keeps at most max_seq_len tokens anyway.
 MAX_CHARS = 10_000
@@ -232,24 +232,44 @@ def _hf_rows(name: str, column: str | None) -> Iterator[str]:
         yield str(row[key] or "")
 
 
-def corpus_fingerprint(sentences: list[str]) -> str:
+def corpus_fingerprint(sentences: Sequence[str]) -> str:
     """SHA-256 of the cleaned sentences in order: a resume can tell the corpus changed under it."""
+    if hasattr(sentences, "fingerprint"):
+        return sentences.fingerprint()  # a file-backed corpus knows its identity without reading it all
     digest = hashlib.sha256()
     for sentence in sentences:
         digest.update(sentence.encode("utf-8", errors="surrogatepass") + b"\n")
     return digest.hexdigest()
 
 
+def _is_plain_text_file(spec: str) -> bool:
+    path = Path(os.path.expanduser(spec))
+    return (not spec.startswith(("builtin:", "hf:")) and path.is_file()
+            and not path.name.endswith((".gz", ".csv", ".tsv", ".jsonl")))
+
+
 def read_corpus(spec: str, column: str | None = None, max_sentences: int | None = None,
-                seed: int = 0) -> tuple[list[str], CorpusStats]:
-    """All cleaned sentences (a seeded sample of ``max_sentences`` when the corpus is larger)."""
+                seed: int = 0) -> tuple[Sequence[str], CorpusStats]:
+    """All cleaned sentences (a seeded sample of ``max_sentences`` when the corpus is larger).
+
+    A plain text file is read through an on-disk line index (``data/indexed.py``), so memory stays
+    flat for corpora of any size; other sources are read into a list.
+    """
     stats = CorpusStats(spec)
-    sentences = list(iter_corpus(spec, column, stats))
+    if _is_plain_text_file(spec):
+        from cselab.data.indexed import IndexedTextCorpus
+
+        try:
+            sentences: Sequence[str] = IndexedTextCorpus(os.path.expanduser(spec), stats)
+        except OSError as exc:
+            raise CorpusError(f"{spec}: cannot read ({exc.strerror or exc})") from None
+    else:
+        sentences = list(iter_corpus(spec, column, stats))
     if max_sentences is not None and len(sentences) > max_sentences:
         rng = random.Random(seed)
         keep = sorted(rng.sample(range(len(sentences)), max_sentences))
         stats.skipped["over_max_sentences"] += len(sentences) - max_sentences
-        sentences = [sentences[i] for i in keep]
+        sentences = sentences.select(keep) if hasattr(sentences, "select") else [sentences[i] for i in keep]
         stats.kept = len(sentences)
     if len(sentences) < 2:
         skipped = f" ({stats.summary().split('; ', 1)[1]})" if stats.skipped or stats.cleaned else ""

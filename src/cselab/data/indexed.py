@@ -6,6 +6,7 @@ large the file is, and shuffling stays exact and resumable because any line can 
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -14,7 +15,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from cselab.data.corpus import CorpusStats, clean_line
+from cselab.data.corpus import CorpusStats, _decode, clean_line
 
 
 def _cache_dir() -> Path:
@@ -52,20 +53,20 @@ class IndexedTextCorpus(Sequence[str]):
             bar = tqdm(total=self.path.stat().st_size, unit="B", unit_scale=True, desc=f"index {self.path.name}")
         with open(tmp, "wb") as out, open(self.path, "rb") as handle:
             offset = 0
-            for raw in handle:
-                # Split lone \r (old Mac line endings) the same way the in-memory reader does.
-                pieces = raw.split(b"\r") if b"\r" in raw.rstrip(b"\r\n") else [raw]
-                for k, piece in enumerate(pieces):
-                    text = clean_line(piece.decode("utf-8", errors="replace").rstrip("\r\n"), stats)
-                    if text is not None:
+            for chunk in handle:
+                # The same splitting as the in-memory reader: \n, \r\n and a lone \r end a line.
+                piece_offset = offset
+                for piece in chunk.removesuffix(b"\n").removesuffix(b"\r").split(b"\r"):
+                    if clean_line(_decode(piece, stats), stats) is not None:
                         stats.kept += 1
-                        buffer.append(offset)
-                    offset += len(piece) + (1 if k < len(pieces) - 1 else 0)  # the \r split off
+                        buffer.append(piece_offset)
+                    piece_offset += len(piece) + 1
+                offset += len(chunk)
                 if len(buffer) >= 1 << 16:
                     out.write(np.asarray(buffer, dtype=np.uint64).tobytes())
                     buffer.clear()
                 if bar is not None:
-                    bar.update(len(raw))
+                    bar.update(len(chunk))
             out.write(np.asarray(buffer, dtype=np.uint64).tobytes())
         if bar is not None:
             bar.close()
@@ -88,7 +89,26 @@ class IndexedTextCorpus(Sequence[str]):
         cut = line.find(b"\r")
         if cut != -1:
             line = line[:cut]
-        return clean_line(line.decode("utf-8", errors="replace").rstrip("\n"), CorpusStats("")) or ""
+        return clean_line(line.removesuffix(b"\n").decode("utf-8", errors="replace"), CorpusStats("")) or ""
+
+    def approximate_lengths(self) -> np.ndarray:
+        """Byte distance to the next kept line: the line's length (plus any skipped lines)."""
+        ends = np.append(self.offsets[1:], self.path.stat().st_size).astype(np.int64)
+        return ends - self.offsets.astype(np.int64)
+
+    def fingerprint(self) -> str:
+        """Identity of the file version and of the kept lines, without reading every line."""
+        info = self.path.stat()
+        digest = hashlib.sha256(f"{self.path.resolve()}|{info.st_size}|{info.st_mtime_ns}".encode())
+        digest.update(np.ascontiguousarray(self.offsets).tobytes())
+        return digest.hexdigest()
+
+    def select(self, rows: np.ndarray) -> "IndexedTextCorpus":
+        """The same corpus restricted to ``rows`` (a sample), still read lazily."""
+        subset = copy.copy(self)
+        subset.offsets = np.asarray(self.offsets[np.sort(rows)])
+        subset._handle = None
+        return subset
 
     def __iter__(self) -> Iterator[str]:
         for i in range(len(self)):

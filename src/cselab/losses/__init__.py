@@ -43,9 +43,14 @@ def check_objective(terms: list[dict]) -> None:
             raise ConfigError(f"objective[{i}] ({name}): {exc}") from None
 
 
-def build_objective(terms: list[dict]) -> list[tuple[str, float, nn.Module]]:
+def build_objective(terms: list[dict], context: dict | None = None) -> list[tuple[str, float, nn.Module]]:
+    """The terms of a recipe; ``context`` fills sizes a term accepts but the recipe left unset."""
     built = []
     for term in terms:
         name, weight, params = _split_term(term)
+        accepted = inspect.signature(LOSSES.get(name).__init__).parameters
+        for key, value in (context or {}).items():
+            if key in accepted and params.get(key) is None and value is not None:
+                params[key] = value
         built.append((name, weight, LOSSES.build(name, **params)))
     return built

@@ -9,8 +9,10 @@ import torch
 def matmul_peak_flops(dtype: torch.dtype = torch.bfloat16, seconds: float = 1.0, size: int = 1024,
                       device: str = "cpu") -> float:
     """Achieved FLOP/s of square matmuls for about ``seconds``: the practical peak to compare with."""
-    a = torch.randn(size, size, dtype=dtype, device=device)
-    b = torch.randn(size, size, dtype=dtype, device=device)
+    # A private generator: probing must not move the global RNG (dropout, resumed runs).
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(size, size, generator=generator).to(device=device, dtype=dtype)
+    b = torch.randn(size, size, generator=generator).to(device=device, dtype=dtype)
     for _ in range(3):  # warm up kernels and caches
         a @ b
     count, start = 0, time.perf_counter()

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from cselab.config import Config, ConfigError
-from cselab.data.collate import Batch, Collator, StepDataset, epoch_order
+from cselab.data.collate import Batch, Collator, StepDataset, StepPlan
 from cselab.data.corpus import corpus_fingerprint, read_corpus
 from cselab.data.views import ViewBuilder
 from cselab.evaluate.dev import StsbDev, find_senteval_dir
@@ -28,6 +28,9 @@ from cselab.losses.base import StepOutputs
 from cselab.model.encoder import SentenceEncoder
 from cselab.model.heads import build_head
 from cselab.train import checkpoint as ckpt
+from cselab.train.distributed import gather_outputs, world_size
+from cselab.train.flops import matmul_peak_flops, non_embedding_parameters, training_flops
+from cselab.train.gradcache import grad_cache_backward
 
 log = logging.getLogger("cselab.train")
 
@@ -71,15 +74,55 @@ def make_scheduler(optimizer, schedule: str, warmup_steps: int, total_steps: int
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-def plan_steps(num_sentences: int, config: Config) -> list[tuple[int, list[int]]]:
-    """Every step of the run as (global step, sentence indices): the data position is the step."""
-    steps: list[tuple[int, list[int]]] = []
-    for epoch in range(config.optim.epochs):
-        for indices in epoch_order(num_sentences, config.optim.batch_size, config.train.seed, epoch):
-            steps.append((len(steps), indices))
-    if config.optim.max_steps is not None:
-        steps = steps[: config.optim.max_steps]
-    return steps
+def plan_steps(corpus, config: Config, processes: int = 1) -> StepPlan:
+    """Every step of the run; with P processes a step is P x batch_size sentences (global batch)."""
+    grouping = config.data.length_grouping
+    lengths = None
+    if grouping > 1:
+        lengths = corpus.approximate_lengths() if hasattr(corpus, "approximate_lengths") else [len(s) for s in corpus]
+    return StepPlan(len(corpus), config.optim.batch_size * processes, config.optim.epochs, config.train.seed,
+                    config.optim.max_steps, lengths=lengths, length_grouping=grouping, drop_last=processes > 1)
+
+
+def make_optimizer(parameters, config: Config) -> torch.optim.Optimizer:
+    # The fused kernel updates all parameters in one pass (CPU and GPU); fall back where missing.
+    try:
+        return torch.optim.AdamW(parameters, lr=config.optim.lr, weight_decay=config.optim.weight_decay, fused=True)
+    except (RuntimeError, TypeError):
+        return torch.optim.AdamW(parameters, lr=config.optim.lr, weight_decay=config.optim.weight_decay)
+
+
+def term_sizes(encoder: SentenceEncoder, head: torch.nn.Module, config: Config) -> dict:
+    """Sizes a term may need for its own parameters (discriminator, MLM head), known before step 1."""
+    with torch.no_grad():
+        was_training = head.training
+        head.eval()
+        embedding_size = head(torch.zeros(2, encoder.hidden_size)).shape[-1]
+        head.train(was_training)
+    embeddings = encoder.backbone.get_input_embeddings()
+    return {"embedding_size": embedding_size, "hidden_size": encoder.hidden_size,
+            "vocab_size": embeddings.weight.shape[0] if embeddings is not None else encoder.backbone.config.vocab_size,
+            "num_labels": len(config.views.label) + 1 if config.views.label else None}
+
+
+_PEAKS: dict = {}
+
+
+def measured_peak(dtype: torch.dtype, device: str) -> float:
+    """The matmul peak of this machine, probed for one second once per process."""
+    if (dtype, device) not in _PEAKS:
+        _PEAKS[(dtype, device)] = matmul_peak_flops(dtype, seconds=1.0, device=device)
+    return _PEAKS[(dtype, device)]
+
+
+def average_gradients(module: torch.nn.Module) -> None:
+    """What DDP does after backward: every process ends with the mean gradient."""
+    import torch.distributed as dist
+
+    for p in module.parameters():
+        if p.grad is not None:
+            dist.all_reduce(p.grad)
+            p.grad /= world_size()
 
 
 def split_roles(embeddings: torch.Tensor, batch: Batch, features: dict, encoder: SentenceEncoder) -> StepOutputs:
@@ -92,6 +135,8 @@ def split_roles(embeddings: torch.Tensor, batch: Batch, features: dict, encoder:
     if "label_view" in roles:
         outputs.extra["label_view"] = embeddings[roles["label_view"]]
         outputs.extra["labels"] = torch.tensor(batch.views.labels, device=embeddings.device)
+    if "original_features" in batch.extra:
+        outputs.extra["original_features"] = {k: v.to(embeddings.device) for k, v in batch.extra["original_features"].items()}
     return outputs
 
 
@@ -183,10 +228,15 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     out_dir = Path(config.train.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    # Before any work: a resume with different settings is refused, starting over clears old state.
-    latest = start_or_resume(out_dir, config, resume)
-    ckpt.write_json_atomic(out_dir / RUN_CONFIG, config.to_dict())
     accelerator = Accelerator(mixed_precision="no", cpu=not torch.cuda.is_available())
+    main = accelerator.is_main_process  # only the main process writes files and evaluates
+    # Before any work: a resume with different settings is refused, starting over clears old state.
+    if main:
+        latest = start_or_resume(out_dir, config, resume)
+        ckpt.write_json_atomic(out_dir / RUN_CONFIG, config.to_dict())
+    accelerator.wait_for_everyone()
+    if not main:
+        latest = ckpt.latest_valid_checkpoint(out_dir / "checkpoints") if resume else None
     set_seed(config.train.seed)
     started = time.time()
 
@@ -196,17 +246,21 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
     log.info("corpus: %s", corpus_stats.summary())
     encoder = build_encoder(config)
     head = build_head(config.model.projection, encoder.hidden_size, **config.model.projection_params)
-    objective = build_objective(config.objective)
+    objective = build_objective(config.objective, term_sizes(encoder, head, config))
     # Index 0 is the encoder, 1 the training-only head, then each term's own parameters.
     trainable = torch.nn.ModuleList([encoder, head, *[term for _, _, term in objective]])
-    steps = plan_steps(len(corpus), config)
+    # With P processes each takes batch_size rows of a global batch of P x batch_size; gathering
+    # embeddings makes the in-batch negatives span the global batch (train/distributed.py).
+    processes = world_size()
+    steps = plan_steps(corpus, config, processes)
     total_steps = len(steps)
-    optimizer = torch.optim.AdamW([p for p in trainable.parameters() if p.requires_grad],
-                                  lr=config.optim.lr, weight_decay=config.optim.weight_decay)
+    trainable.to(accelerator.device)
+    optimizer = make_optimizer([p for p in trainable.parameters() if p.requires_grad], config)
     scheduler = make_scheduler(optimizer, config.optim.schedule,
                                int(config.optim.warmup_ratio * total_steps), total_steps)
-    trainable, optimizer = accelerator.prepare(trainable, optimizer)
-    model, head = accelerator.unwrap_model(trainable)[0], accelerator.unwrap_model(trainable)[1]
+    model = encoder
+    if config.train.compile:
+        model.backbone.compile(dynamic=True)  # in place: parameter names (and checkpoints) unchanged
 
     # Resume from the last complete checkpoint of this output directory: weights, optimiser,
     # scheduler, RNG (dropout) and the data position, which is the step itself.
@@ -215,18 +269,20 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
     state = {"step": 0, "best_dev": None, "best_step": None, "first_loss": None, "last_loss": None,
              "sentences_seen": 0, "train_seconds": 0.0, "corpus_sha256": fingerprint}
     if latest is not None:
-        state.update(ckpt.load_checkpoint(latest, accelerator.unwrap_model(trainable), optimizer, scheduler))
+        state.update(ckpt.load_checkpoint(latest, trainable, optimizer, scheduler))
         if state["corpus_sha256"] != fingerprint:
             raise ConfigError(f"{config.data.corpus}: the corpus changed since checkpoint {latest}; restore it, "
                               f"or pass --no-resume (or another train.output_dir) to start over")
         accelerator.print(f"resuming from {latest} (step {state['step']} of {total_steps})")
-        reconcile_best_model(out_dir, state, model)
+        if main:
+            reconcile_best_model(out_dir, state, model)
     start_step = state["step"]
-    trim_metrics(out_dir / "metrics.jsonl", start_step)
+    if main:
+        trim_metrics(out_dir / "metrics.jsonl", start_step)
 
     dev_dir = find_senteval_dir(config.data.dev_dir)
-    dev = StsbDev(dev_dir) if dev_dir is not None and config.train.eval_steps > 0 else None
-    if dev is None and config.train.eval_steps > 0:
+    dev = StsbDev(dev_dir) if dev_dir is not None and config.train.eval_steps > 0 and main else None
+    if dev is None and config.train.eval_steps > 0 and main:
         accelerator.print("no STS-B dev data found: the final model is the last step "
                           "(`cselab data download` fetches it; or set data.dev_dir)")
     precision = config.train.precision
@@ -238,11 +294,17 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
 
     view_builder = ViewBuilder(config.views, corpus, config.train.seed)
     loader = torch.utils.data.DataLoader(
-        StepDataset(corpus, steps[start_step:]), batch_size=None, shuffle=False,
+        StepDataset(corpus, steps, start_step, accelerator.process_index, processes), batch_size=None, shuffle=False,
         collate_fn=Collator(model.tokenize, view_builder), num_workers=config.train.num_workers,
         persistent_workers=False, worker_init_fn=quiet_worker,
         # Its own generator: starting the loader must not draw from the restored dropout RNG.
         generator=torch.Generator().manual_seed(config.train.seed))
+
+    # Hardware efficiency: model FLOP/s against this machine's measured matmul peak.
+    matmul_dtype = torch.bfloat16 if precision == "bf16" else torch.float16 if precision == "fp16" else torch.float32
+    peak_flops = measured_peak(matmul_dtype, accelerator.device.type)
+    flop_params = non_embedding_parameters(model)
+    window = {"flops": 0.0, "seconds": 0.0, "tokens": 0, "padded": 0}
 
     stop = StopFlag()
 
@@ -254,7 +316,7 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
     # Handlers can only be installed from the main thread (train() may run in another one).
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)} if in_main_thread else {}
-    metrics_file = open(out_dir / "metrics.jsonl", "a", encoding="utf-8")
+    metrics_file = open(out_dir / "metrics.jsonl" if main else os.devnull, "a", encoding="utf-8")
     bar = None
     if progress and accelerator.is_main_process:
         from tqdm.auto import tqdm
@@ -270,30 +332,53 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
             tick = time.perf_counter()
             # One forward over every view of the step (anchors, positives, negatives, ...).
             features = {k: v.to(accelerator.device) for k, v in batch.features.items()}
-            with autocast:
-                embeddings = head(model(features))
-            outputs = split_roles(embeddings, batch, features, model)
-            loss = torch.zeros((), device=accelerator.device)
             logs: dict[str, float] = {}
-            for name, weight, term in objective:
-                term_loss, term_logs = term(outputs)
-                loss = loss + weight * term_loss
-                logs.update(term_logs)
+
+            def step_loss(embeddings: torch.Tensor) -> torch.Tensor:
+                outputs = gather_outputs(split_roles(embeddings, batch, features, model))
+                total = torch.zeros((), device=accelerator.device)
+                for name, weight, term in objective:
+                    term_loss, term_logs = term(outputs)
+                    total = total + weight * term_loss
+                    logs.update(term_logs)
+                return total
+
+            def encode(rows: dict) -> torch.Tensor:
+                with autocast:
+                    return head(model(rows))
+
             done = step + 1
+            if config.optim.grad_cache_chunk:
+                # Backward happens inside, chunk by chunk; the finite checks below still guard the update.
+                loss = grad_cache_backward(encode, features, config.optim.grad_cache_chunk,
+                                           lambda e: step_loss(e) * processes)
+                loss = loss / processes
+            else:
+                loss = step_loss(encode(features))
             if not torch.isfinite(loss):
                 raise TrainingError(f"step {done}: loss is {loss.item()}; stopped before updating the weights. "
                                     f"Checkpoints and the best model so far stay in {out_dir} ({advice})")
-            accelerator.backward(loss)
+            if not config.optim.grad_cache_chunk:
+                # x P undoes the averaging below: P processes x batch B give the gradients of one batch P x B.
+                accelerator.backward(loss * processes)
+            if processes > 1:
+                average_gradients(trainable)
             # Clipping to max_norm=inf measures the norm without changing the gradients.
-            grad_norm = accelerator.clip_grad_norm_(trainable.parameters(), config.optim.max_grad_norm or math.inf)
+            grad_norm = torch.nn.utils.clip_grad_norm_(trainable.parameters(), config.optim.max_grad_norm or math.inf)
             if not torch.isfinite(torch.as_tensor(grad_norm)):
                 raise TrainingError(f"step {done}: gradient norm is {float(grad_norm)}; stopped before updating the "
                                     f"weights. Checkpoints and the best model so far stay in {out_dir} ({advice})")
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
-            state["train_seconds"] += time.perf_counter() - tick
-            state["sentences_seen"] += batch.num_sentences
+            seconds = time.perf_counter() - tick
+            state["train_seconds"] += seconds
+            state["sentences_seen"] += batch.num_sentences * processes
+            real_tokens = int(features["attention_mask"].sum()) * processes
+            window["flops"] += training_flops(flop_params, real_tokens)
+            window["seconds"] += seconds
+            window["tokens"] += real_tokens
+            window["padded"] += features["attention_mask"].numel() * processes
 
             record = {"step": done, "loss": loss.item(), "lr": scheduler.get_last_lr()[0], **logs}
             if dev is not None and (done % config.train.eval_steps == 0 or done == total_steps):
@@ -303,6 +388,11 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
                     save_best_model(model, out_dir, done, record["stsb_dev"])  # SimCSE keeps only the best
                 trainable.train()
             if done % config.train.log_steps == 0 or "stsb_dev" in record or done == total_steps:
+                # FLOPs of real (unpadded) tokens; the MLM term's own pass is not counted.
+                record["model_tflops"] = window["flops"] / window["seconds"] / 1e12
+                record["mfu"] = window["flops"] / window["seconds"] / peak_flops / processes
+                record["padding"] = 1 - window["tokens"] / window["padded"]
+                window.update(flops=0.0, seconds=0.0, tokens=0, padded=0)
                 metrics_file.write(json.dumps(record) + "\n")
                 metrics_file.flush()
             state["last_loss"] = loss.item()
@@ -312,14 +402,16 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss.item():.4f}", **({"dev": f"{record['stsb_dev']:.2f}"} if "stsb_dev" in record else {}))
             state["step"] = done
-            if done == total_steps and dev is None:
+            if done == total_steps and dev is None and main:
                 model.save(out_dir)  # no dev set: the final model is the last step's
             # The last step is checkpointed too, so running a finished command again redoes nothing.
             every = config.train.save_steps
             if (every and (done % every == 0 or done == total_steps)) or stop.requested:
                 check_finite_parameters(trainable, done, out_dir)
-                ckpt.save_checkpoint(checkpoint_dir, done, accelerator.unwrap_model(trainable), optimizer, scheduler,
-                                     {k: v for k, v in state.items() if k != "step"}, config.to_dict())
+                if main:
+                    ckpt.save_checkpoint(checkpoint_dir, done, trainable, optimizer, scheduler,
+                                         {k: v for k, v in state.items() if k != "step"}, config.to_dict())
+                accelerator.wait_for_everyone()
             if stop.requested:
                 accelerator.print(f"\n{stop.signal_name}: stopped after step {done}; checkpoint saved. "
                                   f"Run the same command again to resume.")
@@ -347,5 +439,6 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
         "sentences_per_second": round(state["sentences_seen"] / state["train_seconds"], 2) if state["train_seconds"] else None,
         "wall_seconds": round(time.time() - started, 2),
     }
-    ckpt.write_json_atomic(out_dir / "summary.json", summary)
+    if main:
+        ckpt.write_json_atomic(out_dir / "summary.json", summary)
     return summary
