@@ -40,7 +40,11 @@ def run_cselab(corpus: Path, precision: str, max_steps: int | None, out: Path, s
     sentences = min(summary["total_steps"] * 64, summary["corpus"]["kept"] * config.optim.epochs)
     import cselab
 
-    return {"wall_seconds": wall, "sentences": sentences, "model": cselab.load(str(out))}
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    mfu = [r["mfu"] for r in records if "mfu" in r]
+    tflops = [r["model_tflops"] for r in records if "model_tflops" in r]
+    return {"wall_seconds": wall, "sentences": sentences, "model": cselab.load(str(out)),
+            "mfu": sum(mfu) / len(mfu) if mfu else None, "model_tflops": sum(tflops) / len(tflops) if tflops else None}
 
 
 def run_sentence_transformers(corpus: Path, bf16: bool, max_steps: int | None, out: Path, seed: int) -> dict:
@@ -99,6 +103,8 @@ def main() -> None:
                 model = run["model"]
                 encode = lambda s, m=model: np.asarray(m.encode(s, batch_size=128, convert_to_numpy=True))
             results[variant] = {"wall_seconds": round(run["wall_seconds"], 2), "sentences": run["sentences"],
+                                **({"mfu": round(run["mfu"], 4), "model_tflops": round(run["model_tflops"], 4)}
+                                   if run.get("mfu") is not None else {}),
                                 "sentences_per_second": round(run["sentences"] / run["wall_seconds"], 2),
                                 "stsb_dev": round(dev.score(encode), 3)}
             print(variant, results[variant], flush=True)
@@ -115,15 +121,22 @@ def main() -> None:
         "speed cselab-bf16 / st-fp32": ratio("cselab-bf16", "st-fp32", "sentences_per_second"),
         "speed cselab-bf16 / st-bf16": ratio("cselab-bf16", "st-bf16", "sentences_per_second"),
     }
-    rows = [[name, r.get("sentences_per_second", "-"), r.get("wall_seconds", "-"), r["stsb_dev"]] for name, r in results.items()]
-    rows += [[f"ratio {k}", v, "", ""] for k, v in ratios.items()]
+    from cselab.train.flops import matmul_peak_flops
+
+    peaks = {"bf16": matmul_peak_flops(torch.bfloat16), "fp32": matmul_peak_flops(torch.float32)}
+    rows = [[name, r.get("sentences_per_second", "-"), r.get("wall_seconds", "-"), r["stsb_dev"],
+             r.get("model_tflops", "-"), r.get("mfu", "-")] for name, r in results.items()]
+    rows += [[f"ratio {k}", v, "", "", "", ""] for k, v in ratios.items()]
     notes = (f"Corpus: {corpus.name} ({'one epoch' if not args.max_steps else f'{args.max_steps} steps'}), "
              "batch 64, max_seq_len 32, lr 3e-5 linear, temperature 0.05 (MNRL scale 20), MiniLM-L6 base, "
              "final models scored on STS-B dev (Spearman x100 of cosine). Command: python benchmarks/bench_train_st.py"
              + (f" --max-steps {args.max_steps}" if args.max_steps else ""))
-    write_results(args.name, {"results": results, "ratios": ratios, "max_steps": args.max_steps},
+    notes += (f". MFU = model FLOP/s (6 x non-embedding params x real tokens) / measured matmul peak "
+              f"(bf16 {peaks['bf16'] / 1e12:.3f} TFLOP/s, fp32 {peaks['fp32'] / 1e12:.3f} TFLOP/s, 1024x1024 matmuls).")
+    write_results(args.name, {"results": results, "ratios": ratios, "max_steps": args.max_steps,
+                              "matmul_peak_flops": peaks},
                   "Training: cselab vs sentence-transformers (unsupervised SimCSE)",
-                  ["variant", "sentences/s", "wall s", "STS-B dev"], rows, notes)
+                  ["variant", "sentences/s", "wall s", "STS-B dev", "model TFLOP/s", "MFU"], rows, notes)
     print(json.dumps(ratios, indent=2))
 
 

@@ -15,6 +15,18 @@ TINY_BERT = {"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2, "n
              "intermediate_size": 64, "max_position_embeddings": 64}
 
 
+@pytest.fixture(scope="session", autouse=True)
+def single_torch_thread():
+    """Torch on one thread in tests: tiny models gain nothing from a pool, and on a shared 2-core
+    machine the pool's threads only wait on each other; subprocess tests match it."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """../shared/data beside the repository; tests that need it are skipped without it."""

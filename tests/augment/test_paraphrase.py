@@ -7,17 +7,6 @@ from cselab.augment import build_augmenter
 from cselab.augment.base import AugmenterUnavailable
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """A 16-wide model's ops are microseconds; on a busy machine a 2-thread pool makes each wait ~10 ms."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def tiny_seq2seq(tmp_path_factory) -> str:
     """A 1+1-layer, 16-wide BART with the MiniLM (BERT) tokenizer's vocabulary, saved as a model dir."""

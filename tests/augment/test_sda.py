@@ -62,6 +62,13 @@ def test_pi_rule2_comma_after_or_quotes_around_noun_subject():
     assert punctuation_insertion(doc("She reads a book."), rng(), "noun_subject") == "She reads a book."
 
 
+def test_pi_rule2_never_quotes_across_brackets():
+    for text in ("The gates (from the west) led to the fort.", 'The "big gates led to the fort.'):
+        for seed in range(10):
+            out = punctuation_insertion(doc(text), rng(seed), "noun_subject")
+            assert out.count("(") == out.count(")") and out.count('"') % 2 == text.count('"') % 2
+
+
 def test_pi_rule3_duplicates_an_inner_mark_only():
     assert punctuation_insertion(doc("Yes, he came home."), rng(), "duplicate_inner") == "Yes,, he came home."
     # The final mark, word-internal hyphens and quotes are not duplicated.
@@ -177,6 +184,8 @@ def test_aa_seed_picks_the_auxiliary():
     ("He won't come.", "He will come."),
     ("I cannot swim.", "I can swim."),
     ("I do not.", "I do."),
+    ("There was no census in 1850.", "There was no census in 1850."),  # not "was not no census"
+    ("He saw nothing.", "He saw nothing."),
 ])
 def test_single_negation(text, expected):
     assert single_negation(doc(text)) == expected

@@ -62,3 +62,24 @@ def test_second_run_of_a_saved_model_encodes_nothing(tiny_encoder, senteval_dir,
     assert second["avg"] == pytest.approx(first["avg"])
     other_pooler = load_model(str(tmp_path / "model"), pooler="avg")
     assert other_pooler.cache_key != model.cache_key
+
+
+def test_interrupted_run_resumes_from_finished_tasks(tiny_encoder, senteval_dir, tmp_path):
+    tiny_encoder.save(tmp_path / "model")
+    model = load_model(str(tmp_path / "model"))
+    calls = []
+    original = model.encode
+
+    def encode_then_die(sentences):
+        calls.append(len(sentences))
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the user stops the run during the second task
+        return original(sentences)
+
+    model.encode = encode_then_die
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(model, senteval_dir, tasks="STS12,STS13", cache_dir=tmp_path / "cache", progress=False)
+    resumed = evaluate(load_model(str(tmp_path / "model")), senteval_dir, tasks="STS12,STS13",
+                       cache_dir=tmp_path / "cache", progress=False)
+    assert resumed["embedding_stats"]["from_cache"] == calls[0]  # STS12 was not encoded again
+    assert resumed["embedding_stats"]["encoded"] > 0  # STS13 was

@@ -46,9 +46,11 @@ def test_eval_compares_models_side_by_side(saved_model, senteval_dir, tmp_path):
 def test_dev_split_table_labels(saved_model, senteval_dir, tmp_path):
     out = tmp_path / "dev.json"
     assert cli.main(["eval", str(saved_model), "--split", "dev", "--tasks", "sts", "--data-dir", str(senteval_dir),
-                     "--json", str(out), "--no-cache", "--quiet"]) == 0
+                     "--json", str(out), "--no-cache", "--quiet", "--precision", "bf16"]) == 0
     assert "| STS-B (dev) | SICK-R (trial) | Avg. |" in out.with_suffix(".md").read_text()
-    assert json.loads(out.read_text())["avg_over"] == ["STSBenchmark", "SICKRelatedness"]
+    results = json.loads(out.read_text())
+    assert results["avg_over"] == ["STSBenchmark", "SICKRelatedness"] and results["precision"] == "bf16"
+    assert isinstance(results["avg"], float)
 
 
 def test_missing_data_names_file_and_download_command(saved_model, tmp_path, capsys):

@@ -93,15 +93,6 @@ def wait_for_step(process: subprocess.Popen, metrics: Path, step: int, limit_sec
     raise AssertionError(f"no step {step} within {limit_seconds} s")
 
 
-@pytest.fixture(scope="session", autouse=True)
-def single_thread():
-    """Run torch on one thread here: comparable with the subprocesses, and far faster on a busy machine."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 @pytest.fixture(scope="session")
 def corpus_file(tmp_path_factory) -> Path:
     """120 generated sentences (never lines of ../shared)."""

@@ -1,0 +1,137 @@
+"""``cselab sweep`` and ``cselab report`` (registered into the main CLI by ``register``)."""
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+from pathlib import Path
+
+
+def _one_line_errors(func):
+    """A bad option, run directory or result file ends with ``cselab <cmd>: error: ...``."""
+
+    @functools.wraps(func)
+    def wrapper(args) -> int:
+        from cselab.experiments import ExperimentError
+
+        try:
+            return func(args)
+        except ExperimentError as exc:
+            print(f"cselab {args.command}: error: {exc}", file=sys.stderr)
+            return 2
+
+    return wrapper
+
+
+def _add_sweep(sub) -> None:
+    p = sub.add_parser("sweep", help="train and evaluate recipes x seeds (resumable)",
+                       description="Train every recipe with every seed into OUT/<recipe>/seed-<seed>/, evaluate "
+                                   "each run, and aggregate mean and std over seeds into OUT/sweep.json. Running "
+                                   "the same command again skips what is done and resumes what was interrupted.",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--recipes", required=True,
+                   help="comma-separated recipe names (see `cselab recipes`) or YAML paths; all = every shipped recipe")
+    p.add_argument("--seeds", default="42,0,1", help="comma-separated seeds")
+    p.add_argument("--out", default="outputs/sweep", help="sweep directory")
+    p.add_argument("--corpus", help="training text for every run (same as --set data.corpus=...)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a recipe key in every run, e.g. --set optim.max_steps=500 (repeatable)")
+    p.add_argument("--eval-split", choices=["dev", "test"], default="dev",
+                   help="dev: STS-B dev, SICK trial, SST-2 dev, MRPC train CV; test: the papers' test sets")
+    p.add_argument("--tasks", default="all", help="evaluation tasks: sts, transfer, align, all, or task names")
+    p.add_argument("--data-dir", help="SentEval data directory (default: $CSELAB_DATA, ~/.cache/cselab/senteval, "
+                                      "data/senteval, ../shared/data/senteval-dev); also the STS-B dev of training")
+    p.add_argument("--transfer-mode", choices=["test", "fast"], default="test",
+                   help="transfer probes: test = SentEval's protocol, fast = fewer folds and C values")
+    p.add_argument("--no-eval", action="store_true", help="train only")
+    p.add_argument("--dry-run", action="store_true", help="show what would be trained and evaluated, then exit")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=_run_sweep)
+
+
+def sweep_settings(args):
+    from cselab.evaluate.dev import find_senteval_dir
+    from cselab.experiments.sweep import SweepSettings, parse_recipes, parse_seeds
+
+    overrides = list(args.overrides) + ([f"data.corpus={args.corpus}"] if args.corpus else [])
+    data_dir = None
+    if args.data_dir:
+        data_dir = Path(args.data_dir).expanduser()
+        if not data_dir.is_dir():
+            raise FileNotFoundError(f"{data_dir}: data directory not found")
+    elif not args.no_eval:
+        data_dir = find_senteval_dir(None)
+    return SweepSettings(recipes=parse_recipes(args.recipes), seeds=parse_seeds(args.seeds), out=Path(args.out),
+                         overrides=overrides, evaluate=not args.no_eval, eval_split=args.eval_split, tasks=args.tasks,
+                         data_dir=data_dir, transfer_mode=args.transfer_mode, progress=not args.quiet)
+
+
+@_one_line_errors
+def _run_sweep(args) -> int:
+    from cselab.experiments.sweep import SWEEP_FILE, SweepStopped, plan_status, run_sweep
+
+    settings = sweep_settings(args)
+    if args.dry_run:
+        for job, training, evaluation in plan_status(settings):
+            print(f"{job.name:36s} training {training:10s} evaluation {evaluation:14s} {job.path}")
+        return 0
+    try:
+        data = run_sweep(settings)
+    except SweepStopped as exc:
+        print(f"cselab sweep: {exc}", file=sys.stderr)
+        return 3
+    done = sum(1 for r in data["runs"] if r["finished"])
+    print(f"{done}/{len(data['runs'])} runs finished; aggregate -> {Path(args.out) / SWEEP_FILE}; "
+          f"report: cselab report {args.out}")
+    return 0
+
+
+def _add_report(sub) -> None:
+    p = sub.add_parser("report", help="tables, paired tests and plots over runs (Markdown + HTML)",
+                       description="Compare runs (or whole sweep directories): the papers' tables with mean and "
+                                   "std over seeds, a paired t-test against a baseline recipe, training curves, "
+                                   "alignment vs uniformity, per-task bars, and every run's configuration and "
+                                   "library versions. Writes report.md, report.html (self-contained) and report.json.",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories or directories holding them (a sweep's --out)")
+    p.add_argument("--out", help="report directory (default: RUN_DIR/report for one directory, else ./report)")
+    p.add_argument("--baseline", default="simcse", help="recipe the paired tests compare against ('' for none)")
+    p.add_argument("--split", choices=["auto", "dev", "test"], default="auto",
+                   help="which evaluation to tabulate; auto = test if every evaluated run has it, else dev")
+    p.add_argument("--title", default="cselab experiment report")
+    p.add_argument("--tensorboard", metavar="DIR",
+                   help="also write every run's metrics.jsonl as TensorBoard event files under DIR "
+                        "(needs the tensorboard package)")
+    p.set_defaults(func=_run_report)
+
+
+@_one_line_errors
+def _run_report(args) -> int:
+    from cselab.experiments.report import write_report
+    from cselab.experiments.runs import find_runs
+
+    if args.out:
+        out = Path(args.out)
+    elif len(args.runs) == 1 and Path(args.runs[0]).is_dir():
+        out = Path(args.runs[0]) / "report"
+    else:
+        out = Path("report")
+    if args.tensorboard:
+        from cselab.experiments.tensorboard import summary_writer_class
+
+        summary_writer_class()  # fail before writing anything when tensorboard is missing
+    written = write_report(args.runs, out, baseline=args.baseline or None, split=args.split, title=args.title)
+    for path in written.values():
+        print(f"wrote {path}")
+    if args.tensorboard:
+        from cselab.experiments.tensorboard import write_events
+
+        counts = write_events(find_runs(args.runs), args.tensorboard)
+        print(f"TensorBoard: {sum(counts.values())} scalars of {len(counts)} runs -> {args.tensorboard} "
+              f"(tensorboard --logdir {args.tensorboard})")
+    return 0
+
+
+def register(subparsers) -> None:
+    _add_sweep(subparsers)
+    _add_report(subparsers)

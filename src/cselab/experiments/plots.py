@@ -1,0 +1,189 @@
+"""The report's figures as self-contained SVG text (matplotlib; text drawn as paths, no fonts or links).
+
+* STS-B dev Spearman over training steps and the loss curve, per recipe: a thin line per seed and
+  a thick line for the mean over the seeds that logged that step.
+* Alignment versus uniformity, one point per run and a larger one per recipe mean, as Wang & Isola
+  (2020) and the Focal-InfoNCE paper plot them (both lower is better: the best corner is bottom left).
+* Per-task bars: mean over seeds with the standard deviation as error bars.
+"""
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from cselab.experiments.runs import Run
+from cselab.experiments.stats import Table
+
+
+@dataclass
+class Plot:
+    name: str  # file stem, e.g. "stsb-dev-curves"
+    title: str
+    caption: str
+    svg: str
+
+
+def _figure(width: float = 9.0, height: float = 4.8):
+    from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def _svg(figure, name: str) -> str:
+    import matplotlib
+
+    buffer = io.StringIO()
+    # Text as paths (no font needed in the browser); a salt per plot keeps element ids unique when
+    # several figures sit in one HTML page; no date, so the same data gives the same file.
+    with matplotlib.rc_context({"svg.fonttype": "path", "svg.hashsalt": name}):
+        figure.savefig(buffer, format="svg", metadata={"Date": None})
+    text = buffer.getvalue()
+    # Keep only the <svg> element: an XML declaration or DOCTYPE cannot stand inside HTML.
+    text = text[text.index("<svg"):]
+    return re.sub(r"<!--.*?-->", "", text, flags=re.S).strip()
+
+
+def recipe_colours(recipes: list[str]) -> dict[str, tuple]:
+    from matplotlib import colormaps
+
+    palette = colormaps["tab10" if len(recipes) <= 10 else "tab20"]
+    return {recipe: palette(i % palette.N) for i, recipe in enumerate(recipes)}
+
+
+def _legend(axes, count: int) -> None:
+    if count > 8:
+        axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
+    else:
+        axes.legend(fontsize="small")
+
+
+def _mean_curve(curves: list[tuple[list[int], list[float]]]) -> tuple[list[int], list[float]]:
+    """Mean over seeds at every step that every seed logged."""
+    common = sorted(set.intersection(*(set(steps) for steps, _ in curves)))
+    lookup = [dict(zip(steps, values)) for steps, values in curves]
+    return common, [float(np.mean([c[s] for c in lookup])) for s in common]
+
+
+def training_curves(runs: list[Run], recipes: list[str], key: str, name: str, title: str, ylabel: str,
+                    caption: str) -> Plot | None:
+    colours = recipe_colours(recipes)
+    figure = _figure()
+    axes = figure.add_subplot()
+    drawn = 0
+    for recipe in recipes:
+        curves = [r.curve(key) for r in runs if r.recipe == recipe]
+        curves = [c for c in curves if c[0]]
+        if not curves:
+            continue
+        for steps, values in curves:
+            axes.plot(steps, values, color=colours[recipe], alpha=0.3, linewidth=0.8)
+        steps, values = _mean_curve(curves)
+        axes.plot(steps, values, color=colours[recipe], linewidth=2.0, marker="o" if len(steps) < 20 else None,
+                  markersize=3, label=f"{recipe} (n={len(curves)})")
+        drawn += 1
+    if not drawn:
+        return None
+    axes.set_xlabel("training step")
+    axes.set_ylabel(ylabel)
+    axes.set_title(title)
+    axes.grid(alpha=0.3)
+    _legend(axes, drawn)
+    return Plot(name, title, caption, _svg(figure, name))
+
+
+def dev_curves(runs: list[Run], recipes: list[str]) -> Plot | None:
+    return training_curves(runs, recipes, "stsb_dev", "stsb-dev-curves", "STS-B dev during training",
+                           "STS-B dev Spearman x100",
+                           "Spearman x100 on STS-B dev at each evaluation of training (model selection); "
+                           "thin lines: seeds, thick: mean over seeds.")
+
+
+def loss_curves(runs: list[Run], recipes: list[str]) -> Plot | None:
+    return training_curves(runs, recipes, "loss", "loss-curves", "Training loss", "loss (all objective terms)",
+                           "Total training loss at each logged step; thin lines: seeds, thick: mean over seeds. "
+                           "Recipes with different objectives are not on the same scale.")
+
+
+def align_uniform(runs: list[Run], recipes: list[str], split: str) -> Plot | None:
+    colours = recipe_colours(recipes)
+    figure = _figure(8.0, 5.5)
+    axes = figure.add_subplot()
+    drawn = 0
+    for recipe in recipes:
+        points = [(r.evals[split]["tasks"]["align"].get("uniformity"), r.evals[split]["tasks"]["align"].get("alignment"))
+                  for r in runs if r.recipe == recipe and split in r.evals and "align" in r.evals[split]["tasks"]]
+        points = [(u, a) for u, a in points if u is not None and a is not None]
+        if not points:
+            continue
+        xs, ys = zip(*points)
+        axes.scatter(xs, ys, color=colours[recipe], alpha=0.35, s=18)
+        axes.scatter([np.mean(xs)], [np.mean(ys)], color=colours[recipe], s=70, edgecolors="black", linewidths=0.6,
+                     label=f"{recipe} (n={len(points)})")
+        drawn += 1
+    if not drawn:
+        return None
+    axes.set_xlabel("uniformity  (log E exp(-2||f(x)-f(y)||²); lower is better)")
+    axes.set_ylabel("alignment  (E ||f(x)-f(x⁺)||²; lower is better)")
+    axes.set_title("Alignment vs uniformity")
+    axes.grid(alpha=0.3)
+    _legend(axes, drawn)
+    return Plot("align-uniform", "Alignment vs uniformity",
+                "Each small point is a run, each large point a recipe's mean over seeds; STS-B pairs with gold "
+                "score > 4 are the positive pairs, all STS-B sentences the data (as SimCSE measures them). "
+                "Bottom left is best.", _svg(figure, "align-uniform"))
+
+
+def task_bars(table: Table) -> Plot | None:
+    columns = table.columns
+    recipes = [r for r in table.recipes if any(table.cells[(r, c.key)].n for c in columns)]
+    if not recipes:
+        return None
+    colours = recipe_colours(table.recipes)
+    figure = _figure(min(16.0, max(7.0, 3.0 + 0.2 * len(columns) * len(recipes))), 4.8)
+    axes = figure.add_subplot()
+    width = 0.8 / len(recipes)
+    positions = np.arange(len(columns))
+    for i, recipe in enumerate(recipes):
+        cells = [table.cells[(recipe, c.key)] for c in columns]
+        means = [c.mean if c.mean is not None else np.nan for c in cells]
+        errors = [c.std if c.std is not None else 0.0 for c in cells]
+        axes.bar(positions + (i - (len(recipes) - 1) / 2) * width, means, width, yerr=errors, capsize=2,
+                 color=colours[recipe], label=recipe, error_kw={"linewidth": 0.8})
+    axes.set_xticks(positions, [c.label for c in columns], rotation=30 if len(columns) > 6 else 0)
+    # Zoom to the bars' range (scores of similar recipes differ by a few points), error bars included.
+    spans = [(c.mean - (c.std or 0.0), c.mean + (c.std or 0.0)) for c in (table.cells[(r, col.key)] for r in recipes
+                                                                            for col in columns) if c.mean is not None]
+    if spans and min(low for low, _ in spans) > 0:
+        low, high = min(low for low, _ in spans), max(high for _, high in spans)
+        margin = 0.1 * max(high - low, 5.0)
+        axes.set_ylim(max(0.0, low - margin), high + margin)
+    axes.set_ylabel("score")
+    title = {"sts": "STS per task", "transfer": "Transfer tasks"}.get(table.name, table.name)
+    axes.set_title(title)
+    axes.grid(alpha=0.3, axis="y")
+    _legend(axes, len(recipes))
+    return Plot(f"bars-{table.name}", title, f"{table.title}; error bars: standard deviation over seeds.",
+                _svg(figure, f"bars-{table.name}"))
+
+
+def all_plots(runs: list[Run], recipes: list[str], tables: list[Table], split: str) -> tuple[list[Plot], list[str]]:
+    """The figures that have data, and a note for each that has none."""
+    plots, missing = [], []
+    for make, why in ((lambda: dev_curves(runs, recipes), "no STS-B dev evaluations in the runs' metrics.jsonl"),
+                      (lambda: align_uniform(runs, recipes, split), f"no alignment/uniformity results ({split} split)"),
+                      (lambda: loss_curves(runs, recipes), "no loss records in the runs' metrics.jsonl")):
+        plot = make()
+        (plots.append(plot) if plot is not None else missing.append(why))
+    for table in tables:
+        if table.name in ("sts", "transfer"):
+            plot = task_bars(table)
+            if plot is not None:
+                plots.append(plot)
+    if not any(t.name in ("sts", "transfer") for t in tables):
+        missing.append(f"no STS or transfer results ({split} split) for per-task bars")
+    # Order as the report discusses them: selection curve, tasks, geometry, optimisation.
+    order = {"stsb-dev-curves": 0, "bars-sts": 1, "bars-transfer": 2, "align-uniform": 3, "loss-curves": 4}
+    return sorted(plots, key=lambda p: order.get(p.name, 9)), missing

@@ -1,0 +1,322 @@
+"""``cselab report``: the papers' tables over seeds, paired tests, plots, configurations and versions.
+
+One document model (sections of paragraphs, tables, plots and code blocks) rendered twice: Markdown
+(plots as SVG files beside it) and a self-contained HTML page (inline CSS, inline SVG, no external
+resource of any kind).
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cselab.experiments import ExperimentError
+from cselab.experiments.plots import Plot, all_plots
+from cselab.experiments.runs import Run, find_runs
+from cselab.experiments.stats import TEST_NAME, Table, build_tables, recipe_order
+
+SPLIT_TEXT = {"test": "test sets (the papers' protocol)",
+              "dev": "development data only (STS-B dev, SICK trial, SST-2 dev, MRPC train cross-validation); "
+                     "no test set was used"}
+VERSION_KEYS = ("python", "torch", "transformers", "sentence-transformers", "cselab")
+
+
+# ---- the document model ----------------------------------------------------------------------
+
+
+@dataclass
+class Cell:
+    text: str
+    bold: bool = False
+
+
+@dataclass
+class TableBlock:
+    headers: list[str]
+    rows: list[list[Cell]]
+    kind: str = "results"  # CSS class in HTML
+
+
+@dataclass
+class Paragraph:
+    text: str
+
+
+@dataclass
+class PlotBlock:
+    plot: Plot
+
+
+@dataclass
+class CodeBlock:
+    summary: str
+    text: str
+
+
+@dataclass
+class Section:
+    title: str
+    blocks: list = field(default_factory=list)
+
+
+@dataclass
+class Document:
+    title: str
+    intro: list[str]
+    sections: list[Section]
+    plots: list[Plot]
+    split: str | None = None
+    tables: list[Table] = field(default_factory=list)
+
+
+# ---- building it -------------------------------------------------------------------------------
+
+
+def choose_split(runs: list[Run], split: str) -> str | None:
+    """auto: the test split when every evaluated run has it, else dev; None when nothing was evaluated."""
+    if split != "auto":
+        if not any(split in r.evals for r in runs):
+            raise ExperimentError(f"no run has eval-{split}.json; evaluated splits: "
+                                  f"{', '.join(sorted({s for r in runs for s in r.evals})) or 'none'}")
+        return split
+    evaluated = [r for r in runs if r.evals]
+    if not evaluated:
+        return None
+    return "test" if all("test" in r.evals for r in evaluated) else "dev"
+
+
+def _fmt(value: float | None, digits: int) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
+
+
+def _p(p: float | None) -> str:
+    if p is None:
+        return "n/a"
+    return "p<0.001" if p < 0.001 else f"p={p:.3f}"
+
+
+def results_block(table: Table, seeds_per_recipe: dict[str, int]) -> TableBlock:
+    rows = []
+    for recipe in table.recipes:
+        row = [Cell(recipe), Cell(str(seeds_per_recipe.get(recipe, 0)))]
+        for column in table.columns:
+            cell = table.cells[(recipe, column.key)]
+            text = _fmt(cell.mean, column.digits)
+            if cell.std is not None:
+                text += f" ± {_fmt(cell.std, column.digits)}"
+            if cell.n and cell.n != seeds_per_recipe.get(recipe):
+                text += f" (n={cell.n})"
+            row.append(Cell(text, bold=recipe in table.best.get(column.key, set())))
+        rows.append(row)
+    return TableBlock(["Recipe", "Seeds"] + [c.label for c in table.columns], rows)
+
+
+def tests_block(table: Table, baseline: str) -> TableBlock:
+    rows = []
+    for recipe in table.recipes:
+        if recipe == baseline:
+            continue
+        row = [Cell(recipe)]
+        for column in table.columns:
+            test = table.tests[(recipe, column.key)]
+            if test.mean_difference is None:
+                row.append(Cell(f"n/a ({test.note})"))
+                continue
+            star = "*" if test.p_value is not None and test.p_value < 0.05 else ""
+            note = f", {test.note}" if test.note else ""
+            row.append(Cell(f"{test.mean_difference:+.{column.digits}f} ({_p(test.p_value)}{star}, n={test.n}{note})"))
+        rows.append(row)
+    return TableBlock(["Recipe"] + [c.label for c in table.columns], rows, kind="tests")
+
+
+def _git(versions: dict) -> str:
+    git = versions.get("git") or {}
+    if not git:
+        return "-"
+    return git["commit"][:10] + (" (uncommitted changes)" if git.get("dirty") else "")
+
+
+def runs_block(runs: list[Run]) -> TableBlock:
+    rows = []
+    for r in runs:
+        s = r.summary or {}
+        best = "-" if s.get("best_stsb_dev") is None else f"{s['best_stsb_dev']:.2f} (step {s.get('best_step')})"
+        loss = "-" if s.get("final_loss") is None else f"{s['final_loss']:.4f}"
+        steps = f"{s.get('steps', '?')}/{s.get('total_steps', '?')}" if s else "not trained"
+        rows.append([Cell(r.recipe), Cell(str(r.seed)), Cell(str(r.path)), Cell(steps),
+                     Cell("yes" if r.finished else "no"), Cell(best), Cell(loss),
+                     Cell(", ".join(sorted(r.evals)) or "-")])
+    return TableBlock(["Recipe", "Seed", "Directory", "Steps", "Finished", "Best STS-B dev (step)", "Final loss",
+                       "Evaluated"], rows, kind="runs")
+
+
+def versions_block(runs: list[Run]) -> TableBlock:
+    rows = []
+    for r in runs:
+        for stage in ("train", "eval"):
+            v = r.versions.get(stage)
+            if v:
+                rows.append([Cell(f"{r.recipe} seed {r.seed}"), Cell(stage)] + [Cell(str(v.get(k) or "-")) for k in VERSION_KEYS]
+                            + [Cell(_git(v)), Cell(str(v.get("date", "-")))])
+    return TableBlock(["Run", "Stage"] + list(VERSION_KEYS) + ["git commit", "recorded"], rows, kind="versions")
+
+
+def build_document(runs: list[Run], split: str = "auto", baseline: str | None = "simcse",
+                   title: str = "cselab experiment report") -> Document:
+    if not runs:
+        raise ExperimentError("no runs to report on")
+    chosen = choose_split(runs, split)
+    recipes = recipe_order(runs, baseline)
+    seeds = {recipe: len([r for r in runs if r.recipe == recipe and chosen in r.evals]) for recipe in recipes}
+    tables = build_tables(runs, chosen, baseline) if chosen else []
+    plots, missing = all_plots(runs, recipes, tables, chosen or "dev")
+    intro = [f"{len(runs)} runs: " + ", ".join(f"{recipe} (seeds {', '.join(str(r.seed) for r in runs if r.recipe == recipe)})"
+                                               for recipe in recipes) + ".",
+             f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by cselab {__import__('cselab').__version__}."]
+    if chosen:
+        intro.append(f"Evaluation on the {SPLIT_TEXT[chosen]}.")
+    unfinished = [r for r in runs if not r.finished]
+    if unfinished:
+        intro.append("Not finished (their numbers come from a partly trained model or are missing): "
+                     + ", ".join(f"{r.recipe} seed {r.seed}" for r in unfinished) + ".")
+    sections = []
+    results = Section("Results")
+    if not tables:
+        results.blocks.append(Paragraph("No evaluation results (no eval-dev.json or eval-test.json in the runs): "
+                                        "`cselab sweep` evaluates each run after training."))
+    for table in tables:
+        results.blocks += [Paragraph(table.title + ". Bold: best mean in the column."), results_block(table, seeds)]
+    sections.append(results)
+    tests = Section(f"Paired tests against {baseline}" if baseline else "Paired tests")
+    if not baseline:
+        tests.blocks.append(Paragraph("No baseline recipe given: no paired tests."))
+    elif baseline not in recipes:
+        tests.blocks.append(Paragraph(f"The baseline recipe {baseline!r} has no runs here: no paired tests "
+                                      f"(choose one of {', '.join(recipes)} with --baseline)."))
+    elif tables:
+        tests.blocks.append(Paragraph(
+            f"Difference of each recipe's mean from {baseline}'s, {TEST_NAME}; n = number of shared seeds; "
+            f"* p < 0.05, with no correction for the many comparisons. With n = 3 seeds the test has low power: "
+            f"only large, consistent differences reach p < 0.05, and a large p-value does not show that two "
+            f"recipes are equal. Wilcoxon's signed-rank test is not used: with 3 pairs its two-sided p-value "
+            f"cannot go below 0.25."))
+        for table in tables:
+            tests.blocks += [Paragraph(table.title.split(" (")[0] + ":"), tests_block(table, baseline)]
+    sections.append(tests)
+    figures = Section("Plots", [PlotBlock(p) for p in plots] + [Paragraph(f"Not drawn: {why}.") for why in missing])
+    sections.append(figures)
+    sections.append(Section("Runs", [runs_block(runs)]))
+    sections.append(Section("Library versions", [
+        Paragraph("Recorded into each run's versions.json by `cselab sweep` when the run was trained and when it "
+                  "was evaluated."),
+        versions_block(runs) if any(r.versions for r in runs) else Paragraph("No versions.json in these runs.")]))
+    sections.append(Section("Configurations", [
+        Paragraph("The exact resolved recipe of every run (its train_config.json).")]
+        + [CodeBlock(f"{r.recipe} seed {r.seed} ({r.path})", json.dumps(r.config, indent=2, sort_keys=True))
+           for r in runs]))
+    return Document(title, intro, sections, plots, chosen, tables)
+
+
+# ---- Markdown ----------------------------------------------------------------------------------
+
+
+def _md_cell(cell: Cell) -> str:
+    text = cell.text.replace("|", "\\|")
+    return f"**{text}**" if cell.bold else text
+
+
+def to_markdown(doc: Document, plot_dir: str = "plots") -> str:
+    lines = [f"# {doc.title}", ""] + [line for text in doc.intro for line in (text, "")]
+    for section in doc.sections:
+        lines += [f"## {section.title}", ""]
+        for block in section.blocks:
+            if isinstance(block, Paragraph):
+                lines += [block.text, ""]
+            elif isinstance(block, TableBlock):
+                lines += ["| " + " | ".join(block.headers) + " |", "|" + "|".join("---" for _ in block.headers) + "|"]
+                lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in block.rows] + [""]
+            elif isinstance(block, PlotBlock):
+                lines += [f"![{block.plot.title}]({plot_dir}/{block.plot.name}.svg)", "", f"*{block.plot.caption}*", ""]
+            elif isinstance(block, CodeBlock):
+                lines += ["<details>", f"<summary>{html.escape(block.summary)}</summary>", "", "```json",
+                          block.text, "```", "", "</details>", ""]
+    return "\n".join(lines)
+
+
+# ---- HTML --------------------------------------------------------------------------------------
+
+CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1150px;
+       padding: 0 1em; color: #1d1d1f; background: #ffffff; line-height: 1.45; }
+h1 { font-size: 1.7em; border-bottom: 3px solid #2b6cb0; padding-bottom: .3em; }
+h2 { font-size: 1.3em; margin-top: 2em; color: #2b6cb0; }
+table { border-collapse: collapse; margin: .8em 0 1.4em; font-size: .9em; }
+th, td { border: 1px solid #cbd5e0; padding: .35em .6em; text-align: right; white-space: nowrap; }
+th { background: #2b6cb0; color: #ffffff; }
+td:first-child, th:first-child { text-align: left; }
+tr:nth-child(even) td { background: #f0f4f8; }
+td.best { font-weight: 700; background: #c6f6d5 !important; }
+table.runs td, table.versions td { text-align: left; font-size: .85em; }
+.scroll { overflow-x: auto; }
+figure.plot { margin: 1.2em 0; border: 1px solid #e2e8f0; padding: .6em; }
+figure.plot svg { max-width: 100%; height: auto; }
+figcaption { font-size: .85em; color: #4a5568; }
+details { margin: .3em 0; } summary { cursor: pointer; }
+pre { background: #f7fafc; border: 1px solid #e2e8f0; padding: .6em; font-size: .8em; overflow-x: auto; }
+"""
+
+
+def _html_table(block: TableBlock) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in block.headers)
+    best = ' class="best"'
+    body = "".join("<tr>" + "".join(f"<td{best if c.bold else ''}>{html.escape(c.text)}</td>" for c in row)
+                   + "</tr>" for row in block.rows)
+    return f'<div class="scroll"><table class="{block.kind}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def to_html(doc: Document) -> str:
+    parts = [f"<h1>{html.escape(doc.title)}</h1>"] + [f"<p>{html.escape(t)}</p>" for t in doc.intro]
+    for section in doc.sections:
+        parts.append(f"<h2>{html.escape(section.title)}</h2>")
+        for block in section.blocks:
+            if isinstance(block, Paragraph):
+                parts.append(f"<p>{html.escape(block.text)}</p>")
+            elif isinstance(block, TableBlock):
+                parts.append(_html_table(block))
+            elif isinstance(block, PlotBlock):
+                plot = block.plot
+                parts.append(f'<figure class="plot" id="plot-{plot.name}">{plot.svg}'
+                             f"<figcaption><b>{html.escape(plot.title)}.</b> {html.escape(plot.caption)}</figcaption></figure>")
+            elif isinstance(block, CodeBlock):
+                parts.append(f"<details><summary>{html.escape(block.summary)}</summary>"
+                             f"<pre>{html.escape(block.text)}</pre></details>")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{html.escape(doc.title)}</title><style>{CSS}</style></head><body>\n"
+            + "\n".join(parts) + "\n</body></html>\n")
+
+
+# ---- writing -----------------------------------------------------------------------------------
+
+
+def write_report(paths: list[str | Path], out: str | Path, baseline: str | None = "simcse", split: str = "auto",
+                 title: str = "cselab experiment report") -> dict[str, Path]:
+    """report.md (+ plots/*.svg), report.html (self-contained) and report.json (the tables) in ``out``."""
+    runs = find_runs(paths)
+    doc = build_document(runs, split, baseline, title)
+    out = Path(out)
+    (out / "plots").mkdir(parents=True, exist_ok=True)
+    for plot in doc.plots:
+        (out / "plots" / f"{plot.name}.svg").write_text(plot.svg + "\n", encoding="utf-8")
+    written = {"markdown": out / "report.md", "html": out / "report.html", "json": out / "report.json"}
+    written["markdown"].write_text(to_markdown(doc), encoding="utf-8")
+    written["html"].write_text(to_html(doc), encoding="utf-8")
+    summary = {"split": doc.split, "baseline": baseline, "test": TEST_NAME,
+               "runs": [{"recipe": r.recipe, "seed": r.seed, "path": str(r.path), "finished": r.finished} for r in runs],
+               "tables": {t.name: t.to_dict() for t in doc.tables}, "plots": [p.name for p in doc.plots]}
+    from cselab.experiments.runs import write_json
+
+    write_json(written["json"], summary)
+    return written

@@ -1,0 +1,153 @@
+"""Run directories: where a sweep puts each (recipe, seed) and how a report reads them back."""
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cselab.experiments import ExperimentError
+
+log = logging.getLogger("cselab.experiments")
+
+RUN_CONFIG = "train_config.json"  # written by the training loop (cselab.train.loop.RUN_CONFIG)
+SUMMARY = "summary.json"
+METRICS = "metrics.jsonl"
+VERSIONS = "versions.json"
+SPLITS = ("dev", "test")
+
+
+def eval_file(split: str) -> str:
+    return f"eval-{split}.json"
+
+
+def recipe_label(recipe: str) -> str:
+    """The name a recipe is known by (a YAML path counts by its stem, as load_config does)."""
+    return Path(recipe).stem
+
+
+def run_path(out: Path, recipe: str, seed: int) -> Path:
+    return Path(out) / recipe_label(recipe) / f"seed-{seed}"
+
+
+def read_json(path: Path) -> dict | None:
+    """A JSON object from ``path``; None when absent; a one-line error naming the file when broken."""
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ExperimentError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ExperimentError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def read_metrics(path: Path) -> list[dict]:
+    """The records of metrics.jsonl; a last line cut short by a crash is skipped, any other bad line is an error."""
+    if not path.is_file():
+        return []
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    records = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+                raise ValueError("a record needs an integer 'step'")
+        except ValueError as exc:
+            if number == len(lines):
+                log.warning("%s:%d: skipped a record cut short (%s)", path, number, exc)
+                continue
+            raise ExperimentError(f"{path}:{number}: not a metrics record ({exc})") from None
+        records.append(record)
+    return records
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Replace ``path`` atomically (a killed sweep never leaves half a result file)."""
+    from cselab.train.checkpoint import write_json_atomic
+
+    write_json_atomic(Path(path), _finite(data))
+
+
+def _finite(value):
+    """JSON has no NaN: undefined numbers become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+@dataclass
+class Run:
+    """Everything a report needs from one run directory."""
+
+    path: Path
+    recipe: str
+    seed: int
+    config: dict
+    summary: dict | None = None
+    metrics: list[dict] = field(default_factory=list)
+    evals: dict[str, dict] = field(default_factory=dict)  # split -> the evaluation suite's result dict
+    versions: dict = field(default_factory=dict)
+
+    @property
+    def finished(self) -> bool:
+        return bool(self.summary and self.summary.get("finished"))
+
+    def curve(self, key: str) -> tuple[list[int], list[float]]:
+        """(steps, values) of one metric over training, skipping records without it."""
+        points = [(r["step"], r[key]) for r in self.metrics
+                  if isinstance(r.get(key), (int, float)) and math.isfinite(r[key])]
+        return [s for s, _ in points], [v for _, v in points]
+
+
+def load_run(path: Path) -> Run:
+    path = Path(path)
+    config = read_json(path / RUN_CONFIG)
+    if config is None:
+        raise ExperimentError(f"{path}: not a run directory (no {RUN_CONFIG}; train it with `cselab sweep` or `cselab train`)")
+    try:
+        recipe, seed = str(config["recipe"]), int(config["train"]["seed"])
+    except (KeyError, TypeError, ValueError):
+        raise ExperimentError(f"{path / RUN_CONFIG}: lacks 'recipe' or 'train.seed'") from None
+    evals = {}
+    for split in SPLITS:
+        result = read_json(path / eval_file(split))
+        if result is not None:
+            if not isinstance(result.get("tasks"), dict):
+                raise ExperimentError(f"{path / eval_file(split)}: lacks the 'tasks' of an evaluation result")
+            evals[split] = result
+    return Run(path=path, recipe=recipe, seed=seed, config=config, summary=read_json(path / SUMMARY),
+               metrics=read_metrics(path / METRICS), evals=evals, versions=read_json(path / VERSIONS) or {})
+
+
+def find_runs(paths: list[str | Path]) -> list[Run]:
+    """Run directories named directly, or found below a directory (e.g. a sweep's output)."""
+    found: list[Path] = []
+    for given in paths:
+        path = Path(given)
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: not found")
+        if (path / RUN_CONFIG).is_file():
+            candidates = [path]
+        else:
+            candidates = sorted(p.parent for p in path.rglob(RUN_CONFIG) if "checkpoints" not in p.parts)
+            if not candidates:
+                raise ExperimentError(f"{path}: no run directories below it (none holds {RUN_CONFIG})")
+        found += [c for c in candidates if c.resolve() not in {f.resolve() for f in found}]
+    runs = [load_run(p) for p in found]
+    seen: dict[tuple[str, int], Path] = {}
+    for run in runs:
+        key = (run.recipe, run.seed)
+        if key in seen:
+            raise ExperimentError(f"{run.path}: recipe {run.recipe} seed {run.seed} is also {seen[key]}; "
+                                  f"a report compares one run per recipe and seed")
+        seen[key] = run.path
+    return runs

@@ -1,0 +1,52 @@
+"""Reading run directories back: discovery, broken files, duplicate runs."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cselab.experiments import ExperimentError
+from cselab.experiments.runs import find_runs, load_run, read_metrics
+from fake_runs import make_run
+
+
+def test_finds_every_run_below_a_sweep_directory(fake_sweep):
+    runs = find_runs([fake_sweep])
+    assert sorted((r.recipe, r.seed) for r in runs) == sorted((r, s) for r in ("simcse", "una", "focal") for s in (42, 0, 1))
+    assert all(r.finished and "dev" in r.evals and r.metrics for r in runs)
+
+
+def test_a_run_directory_named_directly_and_twice_counts_once(fake_sweep):
+    path = fake_sweep / "una" / "seed-0"
+    runs = find_runs([path, path])
+    assert [(r.recipe, r.seed) for r in runs] == [("una", 0)]
+
+
+def test_the_same_recipe_and_seed_in_two_places_is_refused(tmp_path):
+    make_run(tmp_path / "a", "simcse", 1, 70)
+    make_run(tmp_path / "b", "simcse", 1, 71)
+    with pytest.raises(ExperimentError, match="seed 1 is also"):
+        find_runs([tmp_path / "a", tmp_path / "b"])
+
+
+def test_errors_name_the_path(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        find_runs([tmp_path / "nowhere"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ExperimentError, match="no run directories"):
+        find_runs([tmp_path / "empty"])
+    with pytest.raises(ExperimentError, match="not a run directory"):
+        load_run(tmp_path / "empty")
+    run = make_run(tmp_path, "simcse", 3, 70)
+    (run / "eval-dev.json").write_text("{not json")
+    with pytest.raises(ExperimentError, match="eval-dev.json: not valid JSON"):
+        load_run(run)
+
+
+def test_metrics_a_cut_short_last_line_is_skipped_a_bad_middle_line_is_an_error(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(json.dumps({"step": 1, "loss": 2.0}) + "\n" + '{"step": 2, "lo')
+    assert [r["step"] for r in read_metrics(path)] == [1]
+    path.write_text('{"step": 1, "lo\n' + json.dumps({"step": 2, "loss": 1.0}) + "\n")
+    with pytest.raises(ExperimentError, match=r"metrics.jsonl:1:"):
+        read_metrics(path)
