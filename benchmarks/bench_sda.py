@@ -2,7 +2,8 @@
 
 Writes benchmarks/results/sda_speed.{json,md}: the share of sentences each rule changes (next to
 the paper's Table 3), sentences/s end to end (spaCy parse + rule) for several ``n_process`` /
-``batch_size`` settings, CPU-time throughput (less sensitive to other jobs on the machine), the
+``batch_size`` settings and with the augmenters' own worker pool (``processes=2``: each worker
+parses and applies the rule, only strings cross processes), CPU-time throughput (less sensitive to other jobs on the machine), the
 1-minute load average around every timing, and real before/after examples.
 
     python benchmarks/bench_sda.py [--speed-sentences 3000] [--examples 10]
@@ -10,7 +11,9 @@ the paper's Table 3), sentences/s end to end (spaCy parse + rule) for several ``
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -21,6 +24,9 @@ from _common import markdown_table, require_shared, write_results  # noqa: E402
 from cselab.augment import build_augmenter  # noqa: E402
 from cselab.augment.sda import load_spacy, parse  # noqa: E402
 
+# (processes, n_process, batch_size): processes = the augmenter's worker pool (parse + rule in each
+# worker); n_process = spaCy's own multiprocessing (Docs pickled back to this process).
+SPEED_SETTINGS = [(1, 1, 64), (1, 1, 256), (1, 1, 1024), (1, 2, 256), (2, 1, 64), (2, 1, 256)]
 PAPER_SHARE = {"sda_punctuation": 0.6261, "sda_affirmative_aux": 0.7791, "sda_double_negation": 0.4666}
 VARIANTS = [  # (label, registered name, parameters)
     ("PI (random rule, default)", "sda_punctuation", {}),
@@ -34,6 +40,19 @@ VARIANTS = [  # (label, registered name, parameters)
 
 def load_average() -> float:
     return round(os.getloadavg()[0], 2)
+
+
+def children_cpu_seconds() -> float:
+    """User + system CPU of this process's live children (the pool workers), from /proc."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for child in multiprocessing.active_children():
+        try:
+            fields = Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime (fields 14, 15 of stat)
+    return total
 
 
 def timed(fn):
@@ -69,21 +88,37 @@ def main() -> None:
                          "paper_share": PAPER_SHARE.get(name) if not params else None,
                          "rules_only_sentences_per_s": round(len(sentences) / timing["wall_s"], 1)}
 
-    # 2. Throughput end to end (parse + rule) on a slice, for several settings.
+    # 2. Throughput end to end (parse + rule) on a slice, for several settings. A warm-up call on
+    # other sentences first, so that starting the worker pool (fork, milliseconds) is not timed.
     subset = sentences[: args.speed_sentences]
+    warmup = sentences[-600:]
     speed = []
     for name in ("sda_punctuation", "sda_affirmative_aux", "sda_double_negation"):
-        for n_process in (1, 2):
-            for batch_size in (64, 256, 1024):
-                augmenter = build_augmenter(name, n_process=n_process, batch_size=batch_size)
-                _, timing = timed(lambda: augmenter.augment(subset, seed=0))
-                row = {"augmenter": name, "n_process": n_process, "batch_size": batch_size,
-                       "sentences": len(subset), **timing,
-                       "sentences_per_s": round(len(subset) / timing["wall_s"], 1)}
-                if n_process == 1:  # with workers the parsing CPU is spent in the children
-                    row["sentences_per_cpu_s"] = round(len(subset) / timing["cpu_s"], 1)
-                speed.append(row)
-                print(row, flush=True)
+        for processes, n_process, batch_size in SPEED_SETTINGS:
+            augmenter = build_augmenter(name, processes=processes, n_process=n_process, batch_size=batch_size)
+            augmenter.augment(warmup, seed=0)
+            workers_before = children_cpu_seconds()
+            _, timing = timed(lambda: augmenter.augment(subset, seed=0))
+            workers_cpu = children_cpu_seconds() - workers_before
+            augmenter.close()
+            row = {"augmenter": name, "processes": processes, "n_process": n_process, "batch_size": batch_size,
+                   "sentences": len(subset), **timing,
+                   "sentences_per_s": round(len(subset) / timing["wall_s"], 1)}
+            if n_process == 1:  # spaCy's workers exit before their CPU can be read; the pool's are alive
+                row["workers_cpu_s"] = round(workers_cpu, 3)
+                row["sentences_per_cpu_s"] = round(len(subset) / (timing["cpu_s"] + workers_cpu), 1)
+            speed.append(row)
+            print(row, flush=True)
+
+    # 3. Where multiprocessing spends CPU: parse only, this process vs its worker processes.
+    cpu_split = []
+    for n_process in (1, 2):
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        _, timing = timed(lambda: parse(subset, batch_size=256, n_process=n_process))
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        workers = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
+        cpu_split.append({"n_process": n_process, **timing, "workers_cpu_s": round(workers, 3),
+                          "total_cpu_s": round(timing["cpu_s"] + workers, 3)})
 
     best = {}
     for row in speed:
@@ -97,15 +132,17 @@ def main() -> None:
         info = shares[label]
         paper = f"{info['paper_share']:.1%}" if info["paper_share"] is not None else "-"
         fastest = best.get(name) if not params else None
-        setting = f"(n_process={fastest['n_process']}, batch={fastest['batch_size']})" if fastest else ""
+        setting = (f"(processes={fastest['processes']}, n_process={fastest['n_process']}, "
+                   f"batch={fastest['batch_size']})") if fastest else ""
         rows.append([label, f"{info['share']:.1%}", paper,
                      f"{fastest['sentences_per_s']:.0f} {setting}" if fastest else "-",
                      f"{cpu_rate[name]:.0f}" if fastest else "-"])
 
     speed_table = markdown_table(
-        ["augmenter", "n_process", "batch", "sentences/s (wall)", "sentences per CPU-s", "load before", "load after"],
-        [[r["augmenter"], r["n_process"], r["batch_size"], r["sentences_per_s"], r.get("sentences_per_cpu_s", "-"),
-          r["load_before"], r["load_after"]] for r in speed])
+        ["augmenter", "processes", "n_process", "batch", "sentences/s (wall)", "sentences per CPU-s",
+         "load before", "load after"],
+        [[r["augmenter"], r["processes"], r["n_process"], r["batch_size"], r["sentences_per_s"],
+          r.get("sentences_per_cpu_s", "-"), r["load_before"], r["load_after"]] for r in speed])
     examples_md, examples = [], {}
     for label, name, params in VARIANTS:
         eligible = [(a, b) for a, b in zip(sentences, outputs[label]) if a != b and len(a) <= 140]
@@ -121,20 +158,34 @@ def main() -> None:
         f"-{parse_timing['load_after']}.",
         "",
         "Throughput = `augment()` end to end (spaCy parse with tok2vec+tagger+parser, then the rule) on the "
-        f"first {len(subset)} sentences. 'sentences per CPU-s' counts this process's CPU time (n_process=1 "
-        "only), an estimate of single-core speed that other jobs on the shared 2-core machine disturb less "
-        "than wall time. The machine was shared with other helpers' jobs; see the load columns.",
+        f"first {len(subset)} sentences, after an untimed warm-up call on other sentences (it starts the "
+        "worker pool). `processes=2`: the augmenter's own pool of 2 workers, each parsing and applying the "
+        "rule to 256-sentence chunks and returning only strings; outputs are identical to processes=1. "
+        "`n_process=2`: spaCy's own multiprocessing inside `nlp.pipe` (parsed Docs sent back to this process). "
+        "'sentences per CPU-s' counts the CPU time of this process plus the pool workers (read from /proc; "
+        "not available for spaCy's n_process workers), an estimate of single-core speed that other jobs on "
+        "the shared 2-core machine disturb less than wall time. The machine was shared with other helpers' "
+        "jobs; see the load columns (1-minute load average).",
         "",
         speed_table,
+        "",
+        "Parse only, CPU split between this process and spaCy's worker processes (workers' CPU from "
+        "RUSAGE_CHILDREN): with n_process=2 every Doc is serialised in a worker and rebuilt here, so "
+        "the total CPU grows; on a shared 2-core machine that outweighs the second core.",
+        "",
+        markdown_table(["n_process", "wall s", "this process CPU s", "workers CPU s", "total CPU s", "load before"],
+                       [[r["n_process"], r["wall_s"], r["cpu_s"], r["workers_cpu_s"], r["total_cpu_s"],
+                         r["load_before"]] for r in cpu_split]),
         "",
         "## Examples (changed corpus sentences of at most 140 characters, evenly spaced over the file, seed 0)",
         "",
         *examples_md,
     ])
-    write_results("sda_speed", {"shares": shares, "speed": speed, "parse_all": parse_timing, "examples": examples},
+    write_results("sda_speed", {"shares": shares, "speed": speed, "parse_all": parse_timing,
+                                "parse_cpu_split": cpu_split, "examples": examples},
                   "SDA augmenters: changed share (vs paper Table 3) and throughput",
                   ["variant", "changed share", "paper", "best sentences/s (wall, end to end)",
-                   "sentences per CPU-s (1 process)"],
+                   "best sentences per CPU-s (all processes)"],
                   rows, notes)
     print((Path(__file__).parent / "results" / "sda_speed.md").read_text())
 

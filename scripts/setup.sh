@@ -7,12 +7,13 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-  if ! dpkg -s wordnet-base wordnet-sense-index >/dev/null 2>&1; then
+  # WordNet for the lexical augmenters and the default corpus; Chromium for the report's browser test.
+  if ! dpkg -s wordnet-base wordnet-sense-index chromium >/dev/null 2>&1; then
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wordnet-base wordnet-sense-index >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wordnet-base wordnet-sense-index chromium >/dev/null
   fi
 else
-  echo "note: not root or no apt-get; install Debian's wordnet-base and wordnet-sense-index for WordNet features" >&2
+  echo "note: not root or no apt-get; install Debian's wordnet-base, wordnet-sense-index (and chromium for the report test)" >&2
 fi
 
 "$PYTHON" -m pip install -q "torch==2.13.0"

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 # Subcommands owned by other packages: each module has register(subparsers).
-EXTENSIONS = ["cselab.evaluate.cli", "cselab.augment.cli"]
+EXTENSIONS = ["cselab.evaluate.cli", "cselab.augment.cli", "cselab.experiments.cli"]
 
 
 def _add_train(sub) -> None:

@@ -5,6 +5,9 @@ spaCy is loaded once per process (``load_spacy`` is cached); augmenters are buil
 from __future__ import annotations
 
 import difflib
+import multiprocessing
+import os
+import pickle
 import random
 
 import pytest
@@ -295,6 +298,85 @@ def test_any_text_never_fails(batch, seed):
         for before, after in zip(batch, out):
             if not before.strip():
                 assert after == before
+
+
+# --------------------------------------------------------------------------- worker pool
+def _varied_sentences(count: int = 50) -> list[str]:
+    """Generated sentences that between them trigger every rule, plus a duplicate, a blank line
+    and an overlong line (left alone), so chunk boundaries fall between different kinds of input."""
+    subjects = ["The old man", "She", "The committee", "John and Mary", "It", "The river"]
+    predicates = ["reads a book", "was not happy", "has lived in Paris since 1990", "can't swim",
+                  "went home, which surprised everyone", "is considered a major work",
+                  "did not attend the meeting", "will be released next year"]
+    sentences = [f"{subjects[i % len(subjects)]} {predicates[(i * 3) % len(predicates)]}{'.!'[i % 7 == 0]}"
+                 for i in range(count - 3)]
+    return sentences + [sentences[0], "   ", "the dog ran home . " * 1000]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_worker_pool_gives_the_same_output_as_one_process(name):
+    sentences = _varied_sentences()
+    augmenter = build_augmenter(name, processes=2, chunk_size=16)  # 50 sentences -> 4 chunks over 2 workers
+    try:
+        for seed in (0, 7):
+            expected = aug(name).augment(sentences, seed)
+            assert sum(a != b for a, b in zip(sentences, expected)) >= 10  # the comparison means something
+            assert augmenter.augment(sentences, seed) == expected
+        assert augmenter._pool is not None  # the pool really ran (batch > chunk_size)
+    finally:
+        augmenter.close()
+    assert augmenter._pool is None
+
+
+def test_worker_pool_is_reused_and_restarts_after_close():
+    sentences = _varied_sentences()
+    augmenter = build_augmenter("sda_punctuation", processes=2, chunk_size=10)
+    try:
+        first = augmenter.augment(sentences, 1)
+        pool = augmenter._pool
+        assert augmenter.augment(sentences, 1) == first and augmenter._pool is pool
+        augmenter.close()
+        assert augmenter.augment(sentences, 1) == first and augmenter._pool is not None
+    finally:
+        augmenter.close()
+
+
+def test_pickling_drops_the_pool_and_keeps_the_settings():
+    sentences = _varied_sentences()
+    augmenter = build_augmenter("sda_double_negation", completion="template", processes=2, chunk_size=16)
+    try:
+        expected = augmenter.augment(sentences, 3)  # starts the pool before pickling
+        clone = pickle.loads(pickle.dumps(augmenter))
+        assert clone._pool is None and augmenter._pool is not None
+        assert (clone.processes, clone.chunk_size, clone.completion) == (2, 16, "template")
+        assert clone.augment(sentences, 3) == expected  # the clone starts its own pool
+        clone.close()
+        assert augmenter.augment(sentences, 3) == expected  # the original's pool still works
+    finally:
+        augmenter.close()
+
+
+def test_processes_parameter_is_checked():
+    assert build_augmenter("sda_punctuation", processes="auto").processes == (os.cpu_count() or 1)
+    assert build_augmenter("sda_punctuation", processes=0).processes == (os.cpu_count() or 1)
+    for bad in (-1, 1.5, "two", True):
+        with pytest.raises(ValueError, match="processes"):
+            build_augmenter("sda_punctuation", processes=bad)
+    with pytest.raises(ValueError, match="not both"):
+        build_augmenter("sda_punctuation", processes=2, n_process=2)
+    with pytest.raises(ValueError, match="chunk_size"):
+        build_augmenter("sda_punctuation", chunk_size=0)
+
+
+def test_daemonic_process_works_in_process_with_a_warning(monkeypatch):
+    # DataLoader workers are daemonic, and daemonic processes may not start a pool.
+    monkeypatch.setattr(multiprocessing.current_process(), "daemon", True)
+    sentences = _varied_sentences()
+    augmenter = build_augmenter("sda_single_negation", processes=2, chunk_size=16)
+    with pytest.warns(RuntimeWarning, match="daemonic"):
+        out = augmenter.augment(sentences, 0)
+    assert out == aug("sda_single_negation").augment(sentences, 0)
+    assert augmenter._pool is None and augmenter.processes == 1
 
 
 # --------------------------------------------------------------------------- on real text

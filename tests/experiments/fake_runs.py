@@ -7,17 +7,20 @@ from pathlib import Path
 
 DEV_STS = ["STSBenchmark", "SICKRelatedness"]
 DEV_TRANSFER = ["SST2", "MRPC"]
+# deliberately not in the papers' order: the report must order the columns itself
+TEST_STS = ["SICKRelatedness", "STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark"]
+TEST_TRANSFER = ["MRPC", "MR", "CR", "SUBJ", "MPQA", "SST2", "TREC"]
 
 
 def fake_eval(rng: random.Random, level: float, split: str = "dev") -> dict:
     """An evaluation result dict shaped like cselab.evaluate.runner.evaluate's."""
-    tasks = {name: {"score": level + rng.uniform(-2, 2)} for name in DEV_STS}
-    tasks.update({name: {"score": 70 + level / 10 + rng.uniform(-1, 1), "devacc": 0.0} for name in DEV_TRANSFER})
+    sts, transfer = (DEV_STS, DEV_TRANSFER) if split == "dev" else (TEST_STS, TEST_TRANSFER)
+    tasks = {name: {"score": level + rng.uniform(-2, 2)} for name in sts}
+    tasks.update({name: {"score": 70 + level / 10 + rng.uniform(-1, 1), "devacc": 0.0} for name in transfer})
     tasks["align"] = {"alignment": 0.2 + rng.uniform(0, 0.1), "uniformity": -2.0 - level / 100 + rng.uniform(-0.1, 0.1)}
     return {"model": "fake", "split": split, "tasks": tasks,
-            "avg": sum(tasks[n]["score"] for n in DEV_STS) / len(DEV_STS), "avg_over": DEV_STS,
-            "transfer_avg": sum(tasks[n]["score"] for n in DEV_TRANSFER) / len(DEV_TRANSFER),
-            "transfer_avg_over": DEV_TRANSFER}
+            "avg": sum(tasks[n]["score"] for n in sts) / len(sts), "avg_over": sts,
+            "transfer_avg": sum(tasks[n]["score"] for n in transfer) / len(transfer), "transfer_avg_over": transfer}
 
 
 def make_run(root: Path, recipe: str, seed: int, level: float, steps: int = 40, split: str | None = "dev",

@@ -40,6 +40,18 @@ def test_tiny_sweep_trains_evaluates_aggregates_and_resumes(tmp_path, tiny_corpu
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
     assert second["aggregate"] == first["aggregate"]
 
+    # A run whose summary says unfinished (as after a kill) goes back to the training loop, which resumes
+    # from its last checkpoint (step 3 of 3): no step is redone, so the model and its evaluation stand.
+    summary_path = run_dir / "summary.json"
+    summary = json.loads(summary_path.read_text())
+    summary_path.write_text(json.dumps({**summary, "finished": False}))
+    weights = {p: p.stat().st_mtime_ns for p in run_dir.glob("*.safetensors")}
+    third = run_sweep(settings)
+    assert third["last_invocation"]["did"]["focal seed 2"] == {"training": "resumed", "evaluation": "skipped"}
+    assert json.loads(summary_path.read_text())["finished"] is True
+    assert {p: p.stat().st_mtime_ns for p in weights} == weights
+    assert "resuming from" in capsys.readouterr().out
+
     args = ["sweep", "--recipes", "simcse,focal", "--seeds", "1,2", "--out", str(tmp_path / "sweep"),
             "--data-dir", str(data), "--transfer-mode", "fast", "--dry-run"]
     for item in overrides:

@@ -27,3 +27,21 @@ def test_plots_are_svg_with_one_legend_entry_per_recipe(fake_sweep):
     assert align_uniform(runs, recipes, "dev") is not None
     assert align_uniform(runs, recipes, "test") is None  # nothing evaluated on test
     assert dev_curves([], recipes) is None
+
+
+def test_a_clear_error_without_matplotlib(monkeypatch, fake_sweep):
+    import sys
+
+    from cselab.experiments import ExperimentError
+
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    with pytest.raises(ExperimentError, match="pip install matplotlib"):
+        dev_curves(find_runs([fake_sweep]), ["simcse"])
+
+
+def test_every_recipe_of_a_full_study_gets_its_own_colour():
+    from cselab.config import list_recipes
+    from cselab.experiments.plots import recipe_colours
+
+    recipes = list_recipes() + ["extra-1", "extra-2"]
+    assert len(set(recipe_colours(recipes).values())) == len(recipes)

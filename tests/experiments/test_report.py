@@ -31,6 +31,7 @@ def test_markdown_has_the_papers_columns_with_mean_std_and_the_best_in_bold(fake
     assert "| Recipe | Seeds | SST-2 (dev) | MRPC (train CV) | Avg. |" in text
     assert "| Recipe | Seeds | Alignment | Uniformity |" in text
     assert "ttest_rel" in text and "low power" in text
+    assert "STS-B (dev) column is optimistically biased" in text  # dev split: STS-B dev also selected the model
     for name in ("stsb-dev-curves", "align-uniform", "loss-curves", "bars-sts", "bars-transfer"):
         assert f"(plots/{name}.svg)" in text
         assert (tmp_path / "out" / "plots" / f"{name}.svg").read_text().startswith("<svg")
@@ -46,6 +47,8 @@ def test_html_is_self_contained(fake_sweep, tmp_path):
     assert not re.search(r"<(link|script|img|iframe)\b", page)
     assert not re.search(r"""(src|href)\s*=\s*["'](?!#)""", page)  # only in-page references
     assert "url(http" not in page and "@import" not in page
+    # beyond XML namespace names (identifiers, never fetched) no address appears at all
+    assert not re.findall(r"https?://(?!www\.w3\.org/)", page)
 
 
 def test_report_json_holds_the_tables(fake_sweep, tmp_path):
@@ -77,3 +80,13 @@ def test_split_choice(tmp_path):
     make_run(tmp_path / "t", "simcse", 1, 70, split=None)
     text = write_report([tmp_path / "t"], tmp_path / "out2")["markdown"].read_text()
     assert "No evaluation results" in text
+
+
+def test_test_split_uses_the_papers_column_order(tmp_path):
+    for recipe, level in (("simcse", 76.0), ("una", 77.0)):
+        for seed in (1, 2, 3):
+            make_run(tmp_path / "s", recipe, seed, level, split="test")
+    text = write_report([tmp_path / "s"], tmp_path / "out")["markdown"].read_text()
+    assert ("| Recipe | Seeds | STS12 | STS13 | STS14 | STS15 | STS16 | STS-B | SICK-R | Avg. |") in text
+    assert "| Recipe | Seeds | MR | CR | SUBJ | MPQA | SST-2 | TREC | MRPC | Avg. |" in text
+    assert "test sets (the papers' protocol)" in text and "optimistically biased" not in text

@@ -136,3 +136,13 @@ def test_evaluation_data_is_checked_before_training(settings, tmp_path):
     settings.evaluate = False
     data = run_sweep(settings, trainer, FakeEvaluator())
     assert len(trainer.calls) == 4 and data["aggregate"] == {} and data["eval_split"] is None and data["last_invocation"]["evaluate"] is False
+
+
+def test_a_study_in_several_invocations_aggregates_every_run_in_out(settings):
+    settings.recipes = ["simcse"]
+    run_sweep(settings, FakeTrainer(), FakeEvaluator())
+    settings.recipes = ["focal"]
+    data = run_sweep(settings, FakeTrainer(), FakeEvaluator())
+    assert sorted((r["recipe"], r["seed"]) for r in data["runs"]) == [("focal", 1), ("focal", 2), ("simcse", 1), ("simcse", 2)]
+    assert set(data["aggregate"]["sts"]["rows"]) == {"simcse", "focal"}
+    assert list(data["last_invocation"]["did"]) == ["focal seed 1", "focal seed 2"]

@@ -22,8 +22,13 @@ whenever any augmenter is built.
 """
 from __future__ import annotations
 
+import copy
 import functools
+import multiprocessing
+import os
 import random
+import warnings
+import weakref
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from cselab.augment.base import AugmenterUnavailable, register_augmenter, sentence_seed
@@ -653,27 +658,121 @@ def double_negation_template(doc: "Doc") -> str:
     return edits.render()
 
 
+# --------------------------------------------------------------------------- worker pool
+# Why a pool of our own rather than ``nlp.pipe(n_process=N)``: spaCy's workers send every parsed
+# Doc back to the parent (serialised, then rebuilt), which costs more CPU than the second core
+# saves (benchmarks/results/sda_speed.md). Here each worker parses *and* applies the rule, so only
+# the input and output strings cross the process boundary.
+_WORKER_AUGMENTER: "_SpacyAugmenter | None" = None  # set in each pool worker by the initializer
+
+
+def _init_worker(augmenter: "_SpacyAugmenter") -> None:
+    global _WORKER_AUGMENTER
+    _WORKER_AUGMENTER = augmenter
+    load_spacy(augmenter.model)  # inherited (already loaded) under fork; loaded once here under spawn
+
+
+def _augment_chunk(task: tuple[list[str], int]) -> list[str]:
+    sentences, seed = task
+    return _WORKER_AUGMENTER.augment(sentences, seed)
+
+
+def _pool_context():
+    """'fork' where the platform has it: workers start at once and share the parent's loaded
+    pipeline copy-on-write; elsewhere the default method (each worker loads the pipeline)."""
+    return multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
+
+
+def _shut_down(pool) -> None:
+    pool.terminate()  # workers are idle between augment() calls: nothing is lost
+    pool.join()
+
+
+def resolve_processes(name: str, processes: "int | str") -> int:
+    """``processes``: a count >= 1, or 0 / "auto" for one worker per CPU (``os.cpu_count()``)."""
+    if processes == "auto" or (isinstance(processes, int) and not isinstance(processes, bool) and processes == 0):
+        return os.cpu_count() or 1
+    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 0:
+        raise ValueError(f"{name}: processes must be an integer >= 0 or 'auto', got {processes!r}")
+    return processes
+
+
 # --------------------------------------------------------------------------- augmenters
 class _SpacyAugmenter:
-    """Parses a batch with spaCy (``nlp.pipe``) and applies one rule per parsed sentence."""
+    """Parses a batch with spaCy (``nlp.pipe``) and applies one rule per parsed sentence.
+
+    ``processes`` > 1 (or 0 / "auto" for every CPU) runs parse + rule in a pool of worker
+    processes, ``chunk_size`` sentences per task; outputs are identical to ``processes=1``, because
+    each sentence's randomness comes from (seed, sentence) alone. The pool starts on the first
+    batch larger than one chunk, is reused by later calls, and stops when the augmenter is garbage
+    collected, at interpreter exit, or on :meth:`close`. Keep the default 1 inside training
+    data-loader workers: they are already separate processes (and daemonic ones cannot start a
+    pool; the augmenter then works in-process with a warning). Use it for offline augmentation
+    (``cselab augment --set processes=auto``) and benchmarks. Pickling drops the pool."""
 
     name = ""
     tag = ""
     cost = "parse"  # spaCy parsing: property tests run these with fewer examples
 
     def __init__(self, batch_size: int = 256, n_process: int = 1, model: str | None = None,
-                 max_chars: int = 10_000):
-        if batch_size < 1 or n_process < 1:
-            raise ValueError(f"{self.name}: batch_size and n_process must be >= 1, got {batch_size}, {n_process}")
+                 max_chars: int = 10_000, processes: int | str = 1, chunk_size: int = 256):
+        if batch_size < 1 or n_process < 1 or chunk_size < 1:
+            raise ValueError(f"{self.name}: batch_size, n_process and chunk_size must be >= 1, "
+                             f"got {batch_size}, {n_process}, {chunk_size}")
+        processes = resolve_processes(self.name, processes)
+        if processes > 1 and n_process > 1:
+            raise ValueError(f"{self.name}: use processes (parse + rule in workers) or spaCy's n_process, not both")
         self.batch_size, self.n_process, self.model, self.max_chars = batch_size, n_process, model, max_chars
+        self.processes, self.chunk_size = processes, chunk_size
+        self._pool = self._pool_finalizer = self._pool_pid = None
         load_spacy(model)  # fail at build time, with a clear message, if spaCy or the model is missing
 
     def augment(self, sentences: list[str], seed: int) -> list[str]:
+        if self.processes > 1 and len(sentences) > self.chunk_size:
+            pool = self._worker_pool()
+            if pool is not None:
+                chunks = [(list(sentences[i: i + self.chunk_size]), seed)
+                          for i in range(0, len(sentences), self.chunk_size)]
+                # map keeps the chunks' order; chunksize=1 hands them out one by one (load balance)
+                return [out for chunk in pool.map(_augment_chunk, chunks, chunksize=1) for out in chunk]
         rngs = [sentence_rng(seed, text) for text in sentences]
         plans = [self.plan(rng) for rng in rngs]
         docs = parse(sentences, model=self.model, batch_size=self.batch_size, n_process=self.n_process,
                      max_chars=self.max_chars, tokenize_only=[not self.needs_parse(p) for p in plans])
         return self._rewrite_all(sentences, docs, rngs, plans)
+
+    def _worker_pool(self):
+        """The pool, started on first use; None where this process may not have children."""
+        if self._pool is not None and self._pool_pid != os.getpid():
+            # A forked copy (e.g. a DataLoader worker) holds the parent's pool, unusable here.
+            self._pool = self._pool_finalizer = None
+        if self._pool is None:
+            if multiprocessing.current_process().daemon:
+                warnings.warn(f"{self.name}: processes={self.processes} ignored in a daemonic process "
+                              "(e.g. a DataLoader worker); augmenting in this process", RuntimeWarning,
+                              stacklevel=3)
+                self.processes = 1
+                return None
+            worker_copy = copy.copy(self)  # __getstate__: no pool; processes=1 so workers never nest
+            worker_copy.processes = 1
+            self._pool = _pool_context().Pool(self.processes, initializer=_init_worker, initargs=(worker_copy,))
+            self._pool_pid = os.getpid()
+            self._pool_finalizer = weakref.finalize(self, _shut_down, self._pool)  # also runs at exit
+        return self._pool
+
+    def close(self) -> None:
+        """Stop the worker pool now (a later batch starts a new one)."""
+        if self._pool_finalizer is not None and self._pool_pid == os.getpid():
+            self._pool_finalizer()
+        self._pool = self._pool_finalizer = self._pool_pid = None
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_pool"] = state["_pool_finalizer"] = state["_pool_pid"] = None  # a pool cannot cross processes
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
 
     def augment_docs(self, sentences: Sequence[str], docs: Sequence["Doc | None"], seed: int) -> list[str]:
         """Apply the rule to already parsed sentences (parse once, augment in several ways);

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cselab.experiments import ExperimentError
 from cselab.experiments.runs import Run
 from cselab.experiments.stats import Table
 
@@ -27,7 +28,10 @@ class Plot:
 
 
 def _figure(width: float = 9.0, height: float = 4.8):
-    from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
+    try:
+        from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
+    except ImportError as exc:
+        raise ExperimentError(f"the report's plots need matplotlib ({exc}); install it with `pip install matplotlib`") from None
 
     return Figure(figsize=(width, height), layout="constrained")
 
@@ -43,14 +47,18 @@ def _svg(figure, name: str) -> str:
     text = buffer.getvalue()
     # Keep only the <svg> element: an XML declaration or DOCTYPE cannot stand inside HTML.
     text = text[text.index("<svg"):]
+    # Comments and the RDF metadata block (creator URLs) add nothing to the picture.
+    text = re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
     return re.sub(r"<!--.*?-->", "", text, flags=re.S).strip()
 
 
 def recipe_colours(recipes: list[str]) -> dict[str, tuple]:
     from matplotlib import colormaps
 
-    palette = colormaps["tab10" if len(recipes) <= 10 else "tab20"]
-    return {recipe: palette(i % palette.N) for i, recipe in enumerate(recipes)}
+    # tab10 for a few recipes; beyond that tab20 then tab20b/tab20c, so 60 recipes get distinct colours.
+    names = ["tab10"] if len(recipes) <= 10 else ["tab20", "tab20b", "tab20c"]
+    colours = [colormaps[n](i) for n in names for i in range(colormaps[n].N)]
+    return {recipe: colours[i % len(colours)] for i, recipe in enumerate(recipes)}
 
 
 def _legend(axes, count: int) -> None:

@@ -178,6 +178,10 @@ def build_document(runs: list[Run], split: str = "auto", baseline: str | None = 
              f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by cselab {__import__('cselab').__version__}."]
     if chosen:
         intro.append(f"Evaluation on the {SPLIT_TEXT[chosen]}.")
+    if chosen == "dev":
+        intro.append("Training keeps the checkpoint with the best STS-B dev score, so the STS-B (dev) column is "
+                     "optimistically biased (it chose the model); SICK-R trial, SST-2 dev and MRPC were not used "
+                     "for selection.")
     unfinished = [r for r in runs if not r.finished]
     if unfinished:
         intro.append("Not finished (their numbers come from a partly trained model or are missing): "

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from cselab.experiments import ExperimentError
-from cselab.experiments.runs import (SUMMARY, VERSIONS, eval_file, load_run, read_json, recipe_label, run_path,
+from cselab.experiments.runs import (SUMMARY, VERSIONS, eval_file, read_json, recipe_label, run_path,
                                      write_json)
 from cselab.experiments.versions import library_versions
 
