@@ -6,6 +6,7 @@ gives the same embeddings as ``SentenceEncoder.encode``.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -96,11 +97,16 @@ class SentenceEncoder(nn.Module):
         if mlp_only_train is None:
             mlp_only_train = saved.get("mlp_only_train", True)
         if max_seq_len is None:
-            max_seq_len = saved.get("max_seq_len", 32)
+            # A sentence-transformers directory declares its own length; SimCSE's 32 otherwise.
+            st_config = path / "sentence_bert_config.json"
+            declared = json.loads(st_config.read_text()).get("max_seq_length") if st_config.is_file() else None
+            max_seq_len = saved.get("max_seq_len") or declared or 32
         tokenizer = AutoTokenizer.from_pretrained(resolved, trust_remote_code=trust_remote_code)
-        backbone = AutoModel.from_pretrained(resolved, use_safetensors=True, trust_remote_code=trust_remote_code,
-                                             add_pooling_layer=False) if _is_bert_like(resolved) else \
-            AutoModel.from_pretrained(resolved, use_safetensors=True, trust_remote_code=trust_remote_code)
+        kwargs = {"use_safetensors": True, "trust_remote_code": trust_remote_code}
+        if _is_bert_like(resolved):
+            kwargs["add_pooling_layer"] = False  # BERT's own pooler is unused: SimCSE pools itself
+        with _quiet_transformers():  # the dropped pooler weights are expected, not worth a report
+            backbone = AutoModel.from_pretrained(resolved, **kwargs)
         encoder = cls(backbone, tokenizer, pooler=pooler, mlp=mlp, mlp_only_train=mlp_only_train, max_seq_len=max_seq_len)
         mlp_file = path / "2_Dense" / "model.safetensors"
         if encoder.mlp is not None and mlp_file.is_file():
@@ -241,11 +247,25 @@ class SentenceEncoder(nn.Module):
         return path
 
 
+@contextlib.contextmanager
+def _quiet_transformers():
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        hf_logging.enable_progress_bar()
+
+
 def _is_bert_like(path: str) -> bool:
     """BERT-family models accept add_pooling_layer; the unused pooler is dropped to save memory."""
     try:
         from transformers import AutoConfig
 
-        return AutoConfig.from_pretrained(path).model_type in ("bert", "roberta", "xlm-roberta", "camembert", "electra-x")
+        return AutoConfig.from_pretrained(path).model_type in ("bert", "roberta", "xlm-roberta", "camembert")
     except Exception:
         return False
