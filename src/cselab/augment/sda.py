@@ -708,7 +708,8 @@ class _SpacyAugmenter:
     collected, at interpreter exit, or on :meth:`close`. Keep the default 1 inside training
     data-loader workers: they are already separate processes (and daemonic ones cannot start a
     pool; the augmenter then works in-process with a warning). Use it for offline augmentation
-    (``cselab augment --set processes=auto``) and benchmarks. Pickling drops the pool."""
+    (``cselab augment --aug sda_punctuation --set sda_punctuation.processes=auto``) and benchmarks.
+    Pickling drops the pool."""
 
     name = ""
     tag = ""
