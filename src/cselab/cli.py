@@ -137,7 +137,7 @@ USER_ERRORS = [("cselab.config", "ConfigError"), ("cselab.data.corpus", "CorpusE
                ("cselab.train.loop", "TrainingError"), ("cselab.train.checkpoint", "CheckpointError"),
                ("cselab.augment.base", "AugmenterUnavailable"), ("cselab.augment.cache", "CacheFileError"),
                ("cselab.augment.cli", "AugmentCliError"), ("cselab.evaluate.formats", "DataFormatError"),
-               ("cselab.evaluate.download", "DownloadError")]
+               ("cselab.evaluate.download", "DownloadError"), ("cselab.experiments", "ExperimentError")]
 
 
 def is_user_error(exc: BaseException) -> bool:

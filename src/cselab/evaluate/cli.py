@@ -2,26 +2,8 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 from pathlib import Path
-
-
-def _one_line_errors(func):
-    """Bad data and failed downloads end with ``cselab <cmd>: error: ...`` instead of a traceback."""
-
-    @functools.wraps(func)
-    def wrapper(args) -> int:
-        from cselab.evaluate.download import DownloadError
-        from cselab.evaluate.formats import DataFormatError
-
-        try:
-            return func(args)
-        except (DataFormatError, DownloadError) as exc:
-            print(f"cselab {args.command}: error: {exc}", file=sys.stderr)
-            return 2
-
-    return wrapper
 
 
 def _add_eval(sub) -> None:
@@ -73,7 +55,6 @@ def _data_dir(explicit: str | None) -> Path:
                             "(or pass --data-dir / set CSELAB_DATA)")
 
 
-@_one_line_errors
 def _run_eval(args) -> int:
     from cselab.evaluate import report, tasks
     from cselab.evaluate.embeddings import default_cache_dir
@@ -121,7 +102,6 @@ def _add_data(sub) -> None:
     chk.set_defaults(func=_run_check)
 
 
-@_one_line_errors
 def _run_download(args) -> int:
     from cselab.evaluate.download import download
 

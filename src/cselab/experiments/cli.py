@@ -2,25 +2,8 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 from pathlib import Path
-
-
-def _one_line_errors(func):
-    """A bad option, run directory or result file ends with ``cselab <cmd>: error: ...``."""
-
-    @functools.wraps(func)
-    def wrapper(args) -> int:
-        from cselab.experiments import ExperimentError
-
-        try:
-            return func(args)
-        except ExperimentError as exc:
-            print(f"cselab {args.command}: error: {exc}", file=sys.stderr)
-            return 2
-
-    return wrapper
 
 
 def _add_sweep(sub) -> None:
@@ -66,7 +49,6 @@ def sweep_settings(args):
                          data_dir=data_dir, transfer_mode=args.transfer_mode, progress=not args.quiet)
 
 
-@_one_line_errors
 def _run_sweep(args) -> int:
     from cselab.experiments.sweep import SWEEP_FILE, SweepStopped, plan_status, run_sweep
 
@@ -105,7 +87,6 @@ def _add_report(sub) -> None:
     p.set_defaults(func=_run_report)
 
 
-@_one_line_errors
 def _run_report(args) -> int:
     from cselab.experiments.report import write_report
     from cselab.experiments.runs import find_runs
