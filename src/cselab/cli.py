@@ -56,7 +56,7 @@ def format_summary(summary: dict) -> str:
              + (f"; cleaned: " + ", ".join(f"{k} {v}" for k, v in summary["corpus"]["cleaned"].items())
                 if summary["corpus"].get("cleaned") else "")]
     if summary["first_loss"] is not None:
-        lines.append(f"  loss            {summary['first_loss']:.4f} -> {summary['final_loss']:.4f}")
+        lines.append(f"  loss            {summary['first_loss']:.4g} -> {summary['final_loss']:.4g}")
     if summary["best_stsb_dev"] is not None:
         lines.append(f"  STS-B dev       {summary['best_stsb_dev']:.2f} (best, step {summary['best_step']})")
     if summary["sentences_per_second"]:
