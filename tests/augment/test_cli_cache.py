@@ -51,7 +51,7 @@ def test_resume_refuses_a_different_run(corpus, tmp_path, capsys):
     out = tmp_path / "aug.jsonl"
     assert main(["augment", "--aug", "random_crop", "--in", str(corpus), "--out", str(out)]) == 0
     assert main(["augment", "--aug", "eda_random_swap", "--in", str(corpus), "--out", str(out)]) == 2
-    assert "different input or --aug" in capsys.readouterr().err
+    assert "written with a different aug" in capsys.readouterr().err
 
 
 def test_bad_arguments_are_one_line_errors(corpus, tmp_path, capsys):
@@ -91,3 +91,18 @@ def test_cache_errors_name_file_and_line(tmp_path):
         assert read_cache(torn) == {"a": ["b"]}
     with pytest.raises(FileNotFoundError, match="cselab augment"):
         read_cache(tmp_path / "none.jsonl")
+
+
+def test_resume_with_another_seed_is_refused(tmp_path, capsys):
+    from cselab.cli import main
+
+    corpus = tmp_path / "in.txt"
+    corpus.write_text("the cat sat on the mat\na dog ran in the park\n", encoding="utf-8")
+    out = tmp_path / "aug.jsonl"
+    assert main(["augment", "--aug", "eda_random_swap", "--in", str(corpus), "--out", str(out), "--seed", "1"]) == 0
+    assert main(["augment", "--aug", "eda_random_swap", "--in", str(corpus), "--out", str(out), "--seed", "2"]) == 2
+    assert "different seed" in capsys.readouterr().err
+    # The same settings resume (nothing left to do); --overwrite starts over with the new seed.
+    assert main(["augment", "--aug", "eda_random_swap", "--in", str(corpus), "--out", str(out), "--seed", "1"]) == 0
+    assert main(["augment", "--aug", "eda_random_swap", "--in", str(corpus), "--out", str(out), "--seed", "2",
+                 "--overwrite"]) == 0

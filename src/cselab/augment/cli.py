@@ -138,12 +138,25 @@ def run(args) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         if args.overwrite and out.exists():
             out.unlink()
+        check_run_settings(out, {"aug": names, "seed": args.seed, "params": params})
         written = augment_file(sentences, names, augmenters, out, args.seed, args.batch_size)
     except (AugmentCliError, AugmenterUnavailable, ValueError) as exc:
         print(f"cselab augment: error: {exc}", file=sys.stderr)
         return 2
     print(f"{written} new records ({len(sentences)} sentences x {len(names)} augmenters) -> {out}")
     return 0
+
+
+def check_run_settings(out: Path, settings: dict) -> None:
+    """A resumed file must continue with the same augmenters, seed and parameters (kept beside it)."""
+    sidecar = out.with_name(out.name + ".settings.json")
+    if out.exists() and out.stat().st_size and sidecar.is_file():
+        saved = json.loads(sidecar.read_text(encoding="utf-8"))
+        differing = [key for key in settings if saved.get(key) != json.loads(json.dumps(settings[key]))]
+        if differing:
+            raise AugmentCliError(f"{out}: was written with a different {', '.join(differing)}; "
+                                  f"use the same settings to resume, or --overwrite")
+    sidecar.write_text(json.dumps(settings, ensure_ascii=False), encoding="utf-8")
 
 
 def augment_file(sentences, names, augmenters, out: Path, seed: int, batch_size: int) -> int:
