@@ -19,7 +19,6 @@ import zipfile
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
-from cselab.evaluate import tasks as task_registry
 
 DEFAULT_URL = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/senteval.tar"
 DEFAULT_DEST = Path.home() / ".cache" / "cselab" / "senteval"
@@ -35,6 +34,8 @@ class UnsafeArchiveError(DownloadError):
 
 def required_files() -> list[str]:
     """Every file a full test- or dev-split evaluation reads, relative to the data directory."""
+    from cselab.evaluate import tasks as task_registry  # imports the scorers: not at CLI start-up
+
     needed: list[str] = []
     for split in task_registry.SPLITS:
         for name in task_registry.resolve("all", split):
@@ -169,6 +170,8 @@ def download(dest: Path = DEFAULT_DEST, url: str = DEFAULT_URL, sha256: str | No
 
 def check(data_dir: Path) -> dict[str, list[str]]:
     """Per split, which tasks' files are present and which are missing."""
+    from cselab.evaluate import tasks as task_registry
+
     report: dict[str, list[str]] = {}
     for split in task_registry.SPLITS:
         for name in task_registry.resolve("all", split):
