@@ -28,6 +28,7 @@ from cselab.losses.base import StepOutputs
 from cselab.model.encoder import SentenceEncoder
 from cselab.model.heads import build_head
 from cselab.train import checkpoint as ckpt
+from cselab.train.cpu_speed import reuse_freed_memory, use_fast_dropout
 from cselab.train.distributed import gather_outputs, world_size
 from cselab.train.flops import matmul_peak_flops, non_embedding_parameters, training_flops
 from cselab.train.gradcache import grad_cache_backward
@@ -259,6 +260,9 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
     scheduler = make_scheduler(optimizer, config.optim.schedule,
                                int(config.optim.warmup_ratio * total_steps), total_steps)
     model = encoder
+    if config.train.fast_cpu and accelerator.device.type == "cpu":
+        use_fast_dropout(model.backbone)
+        reuse_freed_memory()
     if config.train.compile:
         model.backbone.compile(dynamic=True)  # in place: parameter names (and checkpoints) unchanged
 

@@ -1,0 +1,118 @@
+"""Faster training on CPUs: cheaper dropout masks and an allocator that reuses freed memory.
+
+Profiling a bf16 SimCSE step of MiniLM on this 2-core machine (benchmarks/results/
+train_vs_sentence_transformers.md) showed two costs that have nothing to do with the model's
+arithmetic:
+
+* **Dropout masks** (~17% of a step): ``torch.bernoulli_`` on the CPU draws one Mersenne-Twister
+  number per element, about 7 ns each, for every hidden state and attention map. Dropout is the
+  whole augmentation of SimCSE, so it cannot be switched off. :func:`fast_dropout` draws one 64-bit
+  number per *four* elements and compares each 16-bit slice with ``p * 65536``: the same Bernoulli
+  masks up to a quantisation of p to 1/65536 (0.1 becomes 0.100006), from the same seeded
+  generator, so runs stay reproducible and resumable.
+* **Page faults** (~8%): glibc returns every freed block above its mmap threshold to the kernel, so
+  each step's activations and gradients are faulted in afresh. :func:`reuse_freed_memory` raises
+  the threshold so that freed blocks stay in the heap and are reused by the next step.
+
+Both are switched on by ``train.fast_cpu`` (default on) and only when training on a CPU; a GPU's
+dropout is already fast. Models keep their own modules for saving and inference: only dropout
+modules are swapped and the attention function chosen by name, neither of which is saved.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+
+import torch
+from torch import nn
+
+log = logging.getLogger(__name__)
+
+ATTENTION_NAME = "cselab_fast_dropout"
+_GLIBC_M_TRIM_THRESHOLD, _GLIBC_M_MMAP_THRESHOLD = -1, -3
+_MMAP_THRESHOLD = 32 * 1024 * 1024  # glibc's largest allowed value on 64-bit systems
+_TRIM_THRESHOLD = 1024 * 1024 * 1024
+
+
+def fast_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
+    """Inverted dropout with a Bernoulli(1 - p) mask made from 16-bit slices of 64-bit draws."""
+    words = torch.empty((x.numel() + 3) // 4, dtype=torch.int64, device=x.device).random_(-2**63, None)
+    # A slice is uniform on [-32768, 32767]; it is dropped with probability round(p * 65536) / 65536.
+    keep = words.view(torch.int16)[: x.numel()].view(x.shape) >= round(p * 65536) - 32768
+    return x * keep * (1.0 / (1.0 - p))
+
+
+class FastDropout(nn.Module):
+    """Drop-in replacement for ``nn.Dropout`` that uses :func:`fast_dropout`."""
+
+    def __init__(self, p: float):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0:
+            return x
+        return fast_dropout(x, self.p)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+def _attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """Scaled dot-product attention; in training, attention-probability dropout by fast_dropout."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    if not dropout:  # inference: the fused kernel
+        return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=0.0,
+                                      **kwargs)
+    if scaling is None:
+        scaling = query.size(-1) ** -0.5
+    scores = torch.matmul(query * scaling, key.transpose(2, 3))
+    if attention_mask is not None:
+        scores = scores + attention_mask.to(scores.dtype)
+    weights = fast_dropout(torch.softmax(scores, dim=-1), dropout)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), None
+
+
+def _register_attention() -> None:
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, eager_mask
+
+    AttentionInterface.register(ATTENTION_NAME, _attention)
+    AttentionMaskInterface.register(ATTENTION_NAME, eager_mask)  # additive float mask, as _attention adds it
+
+
+def use_fast_dropout(backbone: nn.Module) -> int:
+    """Swap every ``nn.Dropout`` of a model for :class:`FastDropout` and, where the model chooses its
+    attention function by name (transformers' attention interface), use one with fast dropout.
+    Returns how many dropout modules were swapped."""
+    swapped = 0
+    for parent in backbone.modules():
+        for name, child in list(parent.named_children()):
+            if type(child) is nn.Dropout:
+                setattr(parent, name, FastDropout(child.p).train(child.training))
+                swapped += 1
+    set_attention = getattr(backbone, "set_attn_implementation", None)
+    if set_attention is not None:
+        _register_attention()
+        try:
+            set_attention(ATTENTION_NAME)
+        except (ValueError, NotImplementedError) as error:  # models without the attention interface
+            log.info("attention dropout stays torch's (%s)", error)
+    return swapped
+
+
+def reuse_freed_memory() -> bool:
+    """Ask glibc to keep freed blocks up to 32 MiB in the heap (a step's activations are freed and
+    allocated again every step). Returns False where the C library is not glibc."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return False
+    try:
+        libc = ctypes.CDLL(name)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(_GLIBC_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)) and bool(
+        mallopt(_GLIBC_M_TRIM_THRESHOLD, _TRIM_THRESHOLD))
