@@ -3,7 +3,7 @@
 The peer is sentence-transformers' own unsupervised SimCSE recipe: MultipleNegativesRankingLoss
 (scale 20 = temperature 0.05) on (sentence, sentence) pairs, so dropout makes the two views differ.
 Same base model (all-MiniLM-L6-v2), corpus, batch 64, max_seq_len 32, lr 3e-5, linear decay,
-one epoch, in one run. Both final models are scored by the same STS-B dev code.
+one epoch, in one run (each variant in a fresh process). Both final models are scored by the same STS-B dev code.
 
     python benchmarks/bench_train_st.py [--max-steps N] [--variants cselab-bf16,cselab-bf16-grouped,st-fp32,cselab-fp32,st-bf16]
 """
@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -112,45 +113,62 @@ def main() -> None:
     parser.add_argument("--variants", default="cselab-bf16,cselab-bf16-grouped,st-fp32,cselab-fp32,st-bf16")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--name", default="train_vs_sentence_transformers")
+    parser.add_argument("--variant-worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
-
-    import numpy as np
-    import torch
 
     from cselab.evaluate.dev import StsbDev
 
     shared = require_shared()
     corpus = shared / "corpus" / "wiki1m-first-11913.txt"
+    if args.variant_worker:
+        print("RESULT " + json.dumps(run_variant(args.variant_worker, corpus, shared, args.max_steps, args.seed)))
+        return
     dev = StsbDev(shared / "senteval-dev")
-    work = Path(tempfile.mkdtemp(prefix="cselab-bench-"))
-    results = {}
-    try:
-        import cselab
+    import cselab
 
-        base = cselab.load("minilm")
-        results["base (no training)"] = {"stsb_dev": dev.score(base.encode)}
-        for variant in args.variants.split(","):
-            torch.manual_seed(args.seed)
-            if variant.startswith("cselab"):
-                # "-grouped": length-aware batching, each window of 32 batches sorted by length.
-                run = run_cselab(corpus, variant.split("-")[1], args.max_steps, work / variant, args.seed,
-                                 grouping=32 if variant.endswith("-grouped") else 0)
-                encode = run["model"].encode
-            else:
-                run = run_sentence_transformers(corpus, variant.endswith("bf16"), args.max_steps, work / variant, args.seed)
-                model = run["model"]
-                encode = lambda s, m=model: np.asarray(m.encode(s, batch_size=128, convert_to_numpy=True))
-            results[variant] = {"wall_seconds": round(run["wall_seconds"], 2), "sentences": run["sentences"],
-                                **({"mfu": round(run["mfu"], 4), "model_tflops": round(run["model_tflops"], 4)}
-                                   if run.get("mfu") is not None else {}),
-                                "sentences_per_second": round(run["sentences"] / run["wall_seconds"], 2),
-                                "stsb_dev": round(dev.score(encode), 3)}
-            print(variant, results[variant], flush=True)
-            report(results, args, corpus)  # after every variant, so a long run leaves partial results
+    results = {"base (no training)": {"stsb_dev": round(dev.score(cselab.load("minilm").encode), 3)}}
+    for variant in args.variants.split(","):
+        # A fresh process per variant: nothing one library sets process-wide (threads, allocator
+        # settings, caches) reaches the other's run.
+        command = [sys.executable, __file__, "--variant-worker", variant, "--seed", str(args.seed)]
+        if args.max_steps:
+            command += ["--max-steps", str(args.max_steps)]
+        done = subprocess.run(command, capture_output=True, text=True)
+        lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+        if done.returncode != 0 or not lines:
+            raise SystemExit(f"{variant}: worker failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+        results[variant] = json.loads(lines[-1][len("RESULT "):])
+        print(variant, results[variant], flush=True)
+        report(results, args, corpus)  # after every variant, so a long run leaves partial results
+    report(results, args, corpus)
+
+
+def run_variant(variant: str, corpus: Path, shared: Path, max_steps: int | None, seed: int) -> dict:
+    """Train one variant in this (fresh) process and score its final model on STS-B dev."""
+    import numpy as np
+    import torch
+
+    from cselab.evaluate.dev import StsbDev
+
+    work = Path(tempfile.mkdtemp(prefix="cselab-bench-"))
+    try:
+        torch.manual_seed(seed)
+        if variant.startswith("cselab"):
+            # "-grouped": length-aware batching, each window of 32 batches sorted by length.
+            run = run_cselab(corpus, variant.split("-")[1], max_steps, work / variant, seed,
+                             grouping=32 if variant.endswith("-grouped") else 0)
+            encode = run["model"].encode
+        else:
+            run = run_sentence_transformers(corpus, variant.endswith("bf16"), max_steps, work / variant, seed)
+            model = run["model"]
+            encode = lambda s: np.asarray(model.encode(s, batch_size=128, convert_to_numpy=True))  # noqa: E731
+        return {"wall_seconds": round(run["wall_seconds"], 2), "sentences": run["sentences"],
+                **({"mfu": round(run["mfu"], 4), "model_tflops": round(run["model_tflops"], 4)}
+                   if run.get("mfu") is not None else {}),
+                "sentences_per_second": round(run["sentences"] / run["wall_seconds"], 2),
+                "stsb_dev": round(StsbDev(shared / "senteval-dev").score(encode), 3)}
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-    report(results, args, corpus)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,10 @@
     python benchmarks/bench_una.py                       # fit, negatives, train, examples (a few minutes)
     python benchmarks/bench_una.py --parts fit --sizes 10000,100000,1000000
     python benchmarks/bench_una.py --parts train --train-steps 30 --repeats 2
-    python benchmarks/bench_una.py --study --seeds 42,43,44   # hours of CPU: STS-B dev study (resumable)
 
-Results go to benchmarks/results/una_{fit,train,examples,study}.{json,md}.
+Results go to benchmarks/results/una_{fit,train,examples}.{json,md}. The STS-B dev study of simcse,
+una, una-paraphrase and the three ablations is part of the reproduction study
+(``bash benchmarks/reproduction.sh``), reported on its own in benchmarks/results/una_study/.
 
 * fit: UNA's TF-IDF on synthetic sentences with a Zipfian vocabulary (10k / 100k / 1M), each size
   in a fresh subprocess. Memory is the psutil RSS of that process sampled every 5 ms during
@@ -17,10 +18,6 @@ Results go to benchmarks/results/una_{fit,train,examples,study}.{json,md}.
   augmentation, and tokenisation, timed around the collator), steps/s and anchor sentences/s
   over the loop, and the whole wall time. The ratio una/simcse is reported as measured.
 * examples: UNA negatives of 10 corpus sentences (like the paper's Table B2), fitted on the corpus.
-* study (--study, not run by default): simcse, una, una-paraphrase and the three ablations, one
-  epoch each with N seeds and STS-B dev evaluation; mean/std of the best dev Spearman. Each run is
-  resumable (its output directory keeps checkpoints and summary.json); una-paraphrase first writes
-  a back-translation cache with ``cselab augment``.
 """
 from __future__ import annotations
 
@@ -36,13 +33,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, SHARED, machine, markdown_table, require_shared, write_results  # noqa: E402
+from _common import RESULTS, SHARED, markdown_table, require_shared, write_results  # noqa: E402
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 CORPUS_NAME = "corpus/wiki1m-first-11913.txt"
-STUDY_RECIPES = ["simcse", "una", "una-paraphrase", "una-random-terms", "una-random-replacement", "una-random-both"]
 
 
 # Synthetic corpus -----------------------------------------------------------------------------
@@ -299,45 +295,6 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-# STS-B dev study (not run by default) ----------------------------------------------------------
-
-def run_study(corpus: Path, seeds: list[int], recipes: list[str], study_dir: Path, dev_dir: Path) -> dict:
-    from cselab.config import load_config
-    from cselab.train.loop import train
-
-    study_dir.mkdir(parents=True, exist_ok=True)
-    cache = study_dir / "cache" / "back_translation.jsonl"
-    results: dict[str, list[dict]] = {}
-    for recipe in recipes:
-        for seed in seeds:
-            out = study_dir / f"{recipe}-seed{seed}"
-            summary_file = out / "summary.json"
-            if summary_file.is_file() and json.loads(summary_file.read_text()).get("finished"):
-                print(f"study: {recipe} seed {seed}: done already", flush=True)
-            else:
-                overrides = [f"data.corpus={corpus}", "data.max_sentences=null", f"data.dev_dir={dev_dir}",
-                             f"train.output_dir={out}", f"train.seed={seed}"]
-                if recipe == "una-paraphrase":
-                    cache.parent.mkdir(parents=True, exist_ok=True)
-                    # Positives generated once for the whole corpus (resumable: `cselab augment` appends).
-                    subprocess.run(["cselab", "augment", "--aug", "back_translation", "--in", str(corpus),
-                                    "--out", str(cache)], check=True)
-                    overrides += [f"views.positive_params.path={cache}",
-                                  f"views.negative_params.extra_fit_texts_from={cache}"]
-                print(f"study: {recipe} seed {seed} ...", flush=True)
-                train(load_config(recipe, overrides), resume=True)
-            summary = json.loads(summary_file.read_text())
-            results.setdefault(recipe, []).append({"seed": seed, "best_stsb_dev": summary["best_stsb_dev"],
-                                                   "best_step": summary["best_step"],
-                                                   "steps": summary["steps"]})
-    table = {}
-    for recipe, runs in results.items():
-        scores = [r["best_stsb_dev"] for r in runs if r["best_stsb_dev"] is not None]
-        table[recipe] = {"runs": runs, "mean": round(statistics.mean(scores), 2) if scores else None,
-                         "std": round(statistics.stdev(scores), 2) if len(scores) > 1 else None}
-    return table
-
-
 # Main ----------------------------------------------------------------------------------------
 
 def main() -> None:
@@ -348,26 +305,11 @@ def main() -> None:
     parser.add_argument("--train-steps", type=int, default=30)
     parser.add_argument("--repeats", type=int, default=1, help="training runs per recipe (order alternates)")
     parser.add_argument("--pairs", type=int, default=6, help="interleaved plain/UNA step pairs (part stepcost)")
-    parser.add_argument("--study", action="store_true", help="run the STS-B dev study instead (hours of CPU)")
-    parser.add_argument("--seeds", default="42,43,44", help="study seeds")
-    parser.add_argument("--recipes", default=",".join(STUDY_RECIPES), help="study recipes")
-    parser.add_argument("--study-dir", default="outputs/una_study", help="study run directories (resumable)")
     parser.add_argument("--fit-worker", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.fit_worker:
         print(json.dumps(fit_worker(args.fit_worker)))
-        return
-
-    shared = SHARED
-    if args.study:
-        require_shared()
-        table = run_study(shared / CORPUS_NAME, [int(s) for s in args.seeds.split(",")], args.recipes.split(","),
-                          Path(args.study_dir), shared / "senteval-dev")
-        rows = [[recipe, v["mean"], v["std"], len(v["runs"])] for recipe, v in table.items()]
-        write_results("una_study", {"study": table, "corpus": CORPUS_NAME}, "UNA study: best STS-B dev Spearman x 100",
-                      ["recipe", "mean", "std", "seeds"], rows,
-                      notes="One epoch per run on wiki1m-first-11913 (not the paper's 1M sentences), MiniLM base.")
         return
 
     parts = set(args.parts.split(","))

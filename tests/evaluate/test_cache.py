@@ -83,3 +83,18 @@ def test_interrupted_run_resumes_from_finished_tasks(tiny_encoder, senteval_dir,
                        cache_dir=tmp_path / "cache", progress=False)
     assert resumed["embedding_stats"]["from_cache"] == calls[0]  # STS12 was not encoded again
     assert resumed["embedding_stats"]["encoded"] > 0  # STS13 was
+
+
+def test_model_fingerprint_ignores_run_files_but_not_weights(tmp_path):
+    from cselab.evaluate.models import weights_fingerprint
+
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "model.safetensors").write_bytes(b"weights")
+    before = weights_fingerprint(tmp_path)
+    for name in ("summary.json", "train_config.json", "versions.json", "eval-dev.json"):
+        (tmp_path / name).write_text("{}")
+    (tmp_path / "checkpoints" / "step-5").mkdir(parents=True)
+    (tmp_path / "checkpoints" / "step-5" / "state.json").write_text("{}")
+    assert weights_fingerprint(tmp_path) == before
+    (tmp_path / "model.safetensors").write_bytes(b"other weights")
+    assert weights_fingerprint(tmp_path) != before

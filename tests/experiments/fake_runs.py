@@ -41,7 +41,9 @@ def make_run(root: Path, recipe: str, seed: int, level: float, steps: int = 40, 
     best = max((r for r in records if "stsb_dev" in r), key=lambda r: r["stsb_dev"])
     (path / "summary.json").write_text(json.dumps({
         "recipe": recipe, "finished": finished, "steps": steps, "total_steps": steps, "first_loss": records[0]["loss"],
-        "final_loss": records[-1]["loss"], "best_stsb_dev": best["stsb_dev"], "best_step": best["step"]}))
+        "final_loss": records[-1]["loss"], "best_stsb_dev": best["stsb_dev"], "best_step": best["step"],
+        "train_seconds": 10.0 * steps + seed, "wall_seconds": 12.0 * steps + seed,
+        "sentences_per_second": 64 * steps / (10.0 * steps + seed)}))
     (path / "versions.json").write_text(json.dumps({"train": {"python": "3.11", "torch": "2.x", "cselab": "0.1.0",
                                                               "git": {"commit": "0123456789abcdef", "dirty": False},
                                                               "date": "2026-01-01"}}))

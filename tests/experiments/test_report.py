@@ -90,3 +90,21 @@ def test_test_split_uses_the_papers_column_order(tmp_path):
     assert ("| Recipe | Seeds | STS12 | STS13 | STS14 | STS15 | STS16 | STS-B | SICK-R | Avg. |") in text
     assert "| Recipe | Seeds | MR | CR | SUBJ | MPQA | SST-2 | TREC | MRPC | Avg. |" in text
     assert "test sets (the papers' protocol)" in text and "optimistically biased" not in text
+
+
+def test_training_cost_table_gives_mean_and_std_of_the_summaries(tmp_path):
+    from cselab.experiments.report import build_document
+    from cselab.experiments.runs import find_runs
+
+    make_run(tmp_path, "simcse", 1, 80, steps=40)
+    make_run(tmp_path, "simcse", 3, 80, steps=40)
+    make_run(tmp_path, "focal", 1, 81, steps=20, finished=False)  # unfinished: no cost reported
+    doc = build_document(find_runs([tmp_path]), baseline="simcse")
+    cost = next(t for t in doc.tables if t.name == "training")
+    assert cost.recipes == ["simcse"]
+    cell = cost.cells[("simcse", "train_seconds")]
+    assert cell.values == {1: 401.0, 3: 403.0}
+    assert cell.std == pytest.approx(2 ** 0.5)
+    from cselab.experiments.report import to_markdown
+
+    assert "Training time (s)" in to_markdown(doc)

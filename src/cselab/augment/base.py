@@ -48,6 +48,13 @@ def register_augmenter(cls: A) -> A:
     return cls
 
 
+def special_tokens(augmenter) -> tuple[str, ...]:
+    """Placeholder tokens an augmenter writes (CLEAR's ``[DEL]``) that the tokenizer must keep whole.
+
+    An augmenter declares them as ``special_tokens``; compositions report their parts'."""
+    return tuple(getattr(augmenter, "special_tokens", ()) or ())
+
+
 def changed_flags(originals: list[str], augmented: list[str]) -> list[bool]:
     return [a != b for a, b in zip(originals, augmented)]
 

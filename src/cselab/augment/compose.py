@@ -15,7 +15,7 @@ import random
 from typing import Any
 
 from cselab.augment.base import (AUGMENTERS, TAGS, Augmenter, derive_seed, register_augmenter,
-                                 sentence_seed)
+                                 sentence_seed, special_tokens)
 
 
 def build_spec(spec: Any, where: str) -> Augmenter:
@@ -36,6 +36,10 @@ def build_spec(spec: Any, where: str) -> Augmenter:
 def _most_altering(augmenters) -> str:
     tags = [getattr(a, "tag", "possibly-altering") for a in augmenters]
     return max(tags, key=lambda t: TAGS.index(t) if t in TAGS else 1, default="meaning-preserving")
+
+
+def _union_special_tokens(augmenters) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(token for a in augmenters for token in special_tokens(a)))
 
 
 def _apply_to_rows(augmenter: Augmenter, sentences: list[str], rows: list[int], seed: int, out: list[str]) -> None:
@@ -61,6 +65,10 @@ class Sequence:
         for k, step in enumerate(self.steps):
             out = step.augment(out, derive_seed(seed, k))
         return out
+
+    @property
+    def special_tokens(self) -> tuple[str, ...]:
+        return _union_special_tokens(self.steps)
 
     def fit(self, corpus: list[str]) -> None:
         for step in self.steps:
@@ -110,6 +118,10 @@ class OneOf:
             _apply_to_rows(augmenter, sentences, [i for i, c in enumerate(picks) if c == k], derive_seed(seed, k), out)
         return out
 
+    @property
+    def special_tokens(self) -> tuple[str, ...]:
+        return _union_special_tokens(self.choices)
+
     def fit(self, corpus: list[str]) -> None:
         for choice in self.choices:
             if callable(getattr(choice, "fit", None)):
@@ -142,6 +154,10 @@ class WithProbability:
         out = list(sentences)
         _apply_to_rows(self.augmenter, sentences, rows, derive_seed(seed, 0), out)
         return out
+
+    @property
+    def special_tokens(self) -> tuple[str, ...]:
+        return special_tokens(self.augmenter)
 
     def fit(self, corpus: list[str]) -> None:
         if callable(getattr(self.augmenter, "fit", None)):

@@ -58,6 +58,7 @@ class ClearWordDeletion(TokenAugmenter):
         self.ratio = check_ratio(self.name, "ratio", ratio)
         self.placeholder = placeholder or None
         self.collapse = bool(collapse)
+        self.special_tokens = (self.placeholder,) if self.placeholder else ()
 
     def augment_tokens(self, tokens, rng):
         n = len(tokens)
@@ -82,6 +83,7 @@ class ClearSpanDeletion(TokenAugmenter):
         self.span_ratio = check_ratio(self.name, "span_ratio", span_ratio)
         self.placeholder = placeholder or None
         self.collapse = bool(collapse)
+        self.special_tokens = (self.placeholder,) if self.placeholder else ()
 
     def augment_tokens(self, tokens, rng):
         n = len(tokens)

@@ -13,6 +13,15 @@ from cselab.evaluate.embeddings import CACHE_FORMAT
 
 FULL_LENGTH_CAP = 512  # SimCSE's evaluation does not truncate; BERT-style models stop at 512 positions
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".json", ".txt", ".model")
+# Files a training run or a sweep writes beside its model: they change without the weights changing.
+RUN_FILES = ("summary.json", "train_config.json", "versions.json", "sweep.json")
+
+
+def _is_model_file(file: Path, root: Path) -> bool:
+    relative = file.relative_to(root)
+    return (file.suffix in WEIGHT_SUFFIXES and file.name != "README.md" and len(relative.parts) <= 3
+            and "checkpoints" not in relative.parts and file.name not in RUN_FILES
+            and not file.name.startswith("eval-"))
 
 
 def full_length(encoder) -> int:
@@ -30,7 +39,7 @@ def weights_fingerprint(path: Path) -> str | None:
         return None
     entries = []
     for file in sorted(path.rglob("*")):
-        if file.is_file() and file.suffix in WEIGHT_SUFFIXES and file.name != "README.md" and len(file.relative_to(path).parts) <= 3:
+        if file.is_file() and _is_model_file(file, path):
             stat = file.stat()
             entries.append([str(file.relative_to(path)), stat.st_size, stat.st_mtime_ns])
     return hashlib.sha256(json.dumps(entries).encode()).hexdigest()

@@ -16,7 +16,7 @@ from pathlib import Path
 from cselab.experiments import ExperimentError
 from cselab.experiments.plots import Plot, all_plots
 from cselab.experiments.runs import Run, find_runs
-from cselab.experiments.stats import TEST_NAME, Table, build_tables, recipe_order
+from cselab.experiments.stats import TEST_NAME, Table, build_tables, recipe_order, training_table
 
 SPLIT_TEXT = {"test": "test sets (the papers' protocol)",
               "dev": "development data only (STS-B dev, SICK trial, SST-2 dev, MRPC train cross-validation); "
@@ -193,6 +193,10 @@ def build_document(runs: list[Run], split: str = "auto", baseline: str | None = 
                                         "`cselab sweep` evaluates each run after training."))
     for table in tables:
         results.blocks += [Paragraph(table.title + ". Bold: best mean in the column."), results_block(table, seeds)]
+    cost = training_table(runs, baseline)
+    if cost is not None:
+        trained = {recipe: len(cost.cells[(recipe, "steps")].values) for recipe in cost.recipes}
+        results.blocks += [Paragraph(cost.title + "."), results_block(cost, trained)]
     sections.append(results)
     tests = Section(f"Paired tests against {baseline}" if baseline else "Paired tests")
     if not baseline:
@@ -221,7 +225,7 @@ def build_document(runs: list[Run], split: str = "auto", baseline: str | None = 
         Paragraph("The exact resolved recipe of every run (its train_config.json).")]
         + [CodeBlock(f"{r.recipe} seed {r.seed} ({r.path})", json.dumps(r.config, indent=2, sort_keys=True))
            for r in runs]))
-    return Document(title, intro, sections, plots, chosen, tables)
+    return Document(title, intro, sections, plots, chosen, tables + ([cost] if cost is not None else []))
 
 
 # ---- Markdown ----------------------------------------------------------------------------------

@@ -144,6 +144,15 @@ class SentenceEncoder(nn.Module):
     def device(self) -> torch.device:
         return next(self.parameters()).device
 
+    def add_special_tokens(self, tokens: tuple[str, ...] | list[str]) -> list[str]:
+        """Keep placeholder tokens (CLEAR's ``[DEL]``) whole: new vocabulary entries, with embedding
+        rows added to the backbone (saved with the model). Returns the tokens that were new."""
+        new = [t for t in dict.fromkeys(tokens) if t not in self.tokenizer.get_vocab()]
+        if new:
+            self.tokenizer.add_tokens(new, special_tokens=True)  # never split, never lower-cased
+            self.backbone.resize_token_embeddings(len(self.tokenizer))
+        return new
+
     def tokenize(self, texts: list[str]) -> dict[str, torch.Tensor]:
         # Dynamic padding: pad to the longest sentence of this batch only.
         return self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_seq_len,

@@ -245,7 +245,12 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
     corpus, corpus_stats = read_corpus(config.data.corpus, config.data.column, config.data.max_sentences,
                                        seed=config.train.seed)
     log.info("corpus: %s", corpus_stats.summary())
+    view_builder = ViewBuilder(config.views, corpus, config.train.seed)
     encoder = build_encoder(config)
+    # Before the term sizes and the optimizer: new tokens grow the embedding matrix.
+    added = encoder.add_special_tokens(view_builder.special_tokens)
+    if added:
+        log.info("added to the vocabulary: %s", ", ".join(added))
     head = build_head(config.model.projection, encoder.hidden_size, **config.model.projection_params)
     objective = build_objective(config.objective, term_sizes(encoder, head, config))
     # Index 0 is the encoder, 1 the training-only head, then each term's own parameters.
@@ -296,7 +301,6 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
     def evaluate() -> float:
         return dev.score(lambda s: model.encode(s, batch_size=128, precision=precision))
 
-    view_builder = ViewBuilder(config.views, corpus, config.train.seed)
     loader = torch.utils.data.DataLoader(
         StepDataset(corpus, steps, start_step, accelerator.process_index, processes), batch_size=None, shuffle=False,
         collate_fn=Collator(model.tokenize, view_builder), num_workers=config.train.num_workers,
