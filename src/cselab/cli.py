@@ -53,7 +53,7 @@ def format_summary(summary: dict) -> str:
              + (f" (skipped {sum(summary['corpus']['skipped'].values())}: "
                 + ", ".join(f"{k} {v}" for k, v in summary["corpus"]["skipped"].items()) + ")"
                 if summary["corpus"]["skipped"] else "")
-             + (f"; cleaned: " + ", ".join(f"{k} {v}" for k, v in summary["corpus"]["cleaned"].items())
+             + ("; cleaned: " + ", ".join(f"{k} {v}" for k, v in summary["corpus"]["cleaned"].items())
                 if summary["corpus"].get("cleaned") else "")]
     if summary["first_loss"] is not None:
         lines.append(f"  loss            {summary['first_loss']:.4g} -> {summary['final_loss']:.4g}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import io
 import tarfile
+from pathlib import Path
 import zipfile
 
 import pytest
@@ -60,7 +61,7 @@ def test_archive_without_required_files_is_refused(tmp_path):
         download(tmp_path / "data", url=archive.as_uri(), progress=False)
 
 
-def _tar_with(tmp_path, member: tarfile.TarInfo, payload: bytes = b"owned") -> "Path":  # noqa: F821
+def _tar_with(tmp_path, member: tarfile.TarInfo, payload: bytes = b"owned") -> Path:
     archive = tmp_path / "evil.tar"
     with tarfile.open(archive, "w") as tar:
         good = tarfile.TarInfo("senteval/readme.txt")

@@ -23,8 +23,8 @@ def test_columns(tmp_path):
     (tmp_path / "a.tsv").write_text("sent\tlabel\nhello world\t1\nsecond one\t0\n")
     (tmp_path / "a.jsonl").write_text(json.dumps({"sentence": "hello world"}) + "\n" + json.dumps({"sentence": "second one"}) + "\n")
     assert list(read_corpus(str(tmp_path / "a.csv"))[0]) == ["hello, world", "second one"]
-    assert read_corpus(str(tmp_path / "a.tsv"), column="sent")[0] == ["hello world", "second one"]
-    assert read_corpus(str(tmp_path / "a.jsonl"), column="sentence")[0] == ["hello world", "second one"]
+    assert list(read_corpus(str(tmp_path / "a.tsv"), column="sent")[0]) == ["hello world", "second one"]
+    assert list(read_corpus(str(tmp_path / "a.jsonl"), column="sentence")[0]) == ["hello world", "second one"]
     with pytest.raises(CorpusError, match="a.jsonl:1"):
         read_corpus(str(tmp_path / "a.jsonl"))  # default key "text" is absent
 

@@ -2,7 +2,6 @@
 import json
 
 import numpy as np
-import pytest
 
 from cselab.cli import main
 from cselab.config import load_config

@@ -4,7 +4,6 @@ import os
 import subprocess
 import sys
 
-import torch
 from safetensors.torch import load_file
 
 from tests.conftest import TINY_BERT

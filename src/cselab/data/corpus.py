@@ -13,12 +13,10 @@ from __future__ import annotations
 import csv
 import gzip
 import hashlib
-import io
 import json
 import os
 import random
 import re
-import unicodedata
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -252,19 +250,21 @@ def read_corpus(spec: str, column: str | None = None, max_sentences: int | None 
                 seed: int = 0) -> tuple[Sequence[str], CorpusStats]:
     """All cleaned sentences (a seeded sample of ``max_sentences`` when the corpus is larger).
 
-    A plain text file is read through an on-disk line index (``data/indexed.py``), so memory stays
-    flat for corpora of any size; other sources are read into a list.
+    Read lazily through an on-disk line index (``data/indexed.py``): a plain text file directly,
+    any other source after one streaming pass into a cached text file. Memory stays flat for
+    corpora of any size and format.
     """
-    stats = CorpusStats(spec)
-    if _is_plain_text_file(spec):
-        from cselab.data.indexed import IndexedTextCorpus
+    from cselab.data.indexed import IndexedTextCorpus, spool
 
-        try:
+    stats = CorpusStats(spec)
+    try:
+        if _is_plain_text_file(spec):
             sentences: Sequence[str] = IndexedTextCorpus(os.path.expanduser(spec), stats)
-        except OSError as exc:
-            raise CorpusError(f"{spec}: cannot read ({exc.strerror or exc})") from None
-    else:
-        sentences = list(iter_corpus(spec, column, stats))
+        else:
+            text_file, stats = spool(spec, column)
+            sentences = IndexedTextCorpus(text_file)  # counts are the source's, not the spooled file's
+    except OSError as exc:
+        raise CorpusError(f"{spec}: cannot read ({exc.strerror or exc})") from None
     if max_sentences is not None and len(sentences) > max_sentences:
         rng = random.Random(seed)
         keep = sorted(rng.sample(range(len(sentences)), max_sentences))

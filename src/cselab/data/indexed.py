@@ -3,6 +3,10 @@
 The index (one uint64 offset per kept sentence, memory-mapped) is built once per file version
 and cached; a sentence is read and cleaned when a batch asks for it. Memory stays flat however
 large the file is, and shuffling stays exact and resumable because any line can be reached.
+
+Every other source (``.gz``, CSV/TSV/JSONL, ``hf:`` datasets, ``builtin:``) is first streamed
+once into a cached plain text file of its cleaned sentences (:func:`spool`), then read the same
+way, so no source is ever held in memory whole.
 """
 from __future__ import annotations
 
@@ -18,8 +22,48 @@ import numpy as np
 from cselab.data.corpus import CorpusStats, _decode, clean_line
 
 
-def _cache_dir() -> Path:
-    return Path(os.environ.get("CSELAB_CACHE", Path.home() / ".cache" / "cselab")) / "line-index"
+def _cache_dir(kind: str = "line-index") -> Path:
+    return Path(os.environ.get("CSELAB_CACHE", Path.home() / ".cache" / "cselab")) / kind
+
+
+def spool(spec: str, column: str | None, progress: bool = False) -> tuple[Path, CorpusStats]:
+    """The cleaned sentences of ``spec``, one per line, in a cached text file, and the reader's counts.
+
+    The cache key is the source (a file's path, size and modification time; a dataset's name) and
+    the column. A ``hf:`` dataset is fetched once per name and column: delete the file (its path is
+    logged) to fetch a newer version."""
+    from cselab.data.corpus import iter_corpus
+
+    identity = spec
+    path = Path(os.path.expanduser(spec))
+    if not spec.startswith(("hf:", "builtin:")) and path.is_file():
+        info = path.stat()
+        identity = f"{path.resolve()}|{info.st_size}|{info.st_mtime_ns}"
+    key = hashlib.sha256(f"{identity}|{column}".encode()).hexdigest()[:24]
+    text_file, stats_file = _cache_dir("spooled") / f"{key}.txt", _cache_dir("spooled") / f"{key}.stats.json"
+    if not (text_file.is_file() and stats_file.is_file()):
+        text_file.parent.mkdir(parents=True, exist_ok=True)
+        stats = CorpusStats(spec)
+        part = text_file.with_suffix(".part")
+        try:
+            with open(part, "w", encoding="utf-8", errors="surrogatepass") as out:
+                sentences = iter_corpus(spec, column, stats)
+                if progress:
+                    from tqdm.auto import tqdm
+
+                    sentences = tqdm(sentences, desc=f"read {Path(spec).name}", unit=" sentences")
+                for sentence in sentences:  # cleaned: no line breaks inside
+                    out.write(sentence + "\n")
+            os.replace(part, text_file)
+        finally:
+            part.unlink(missing_ok=True)
+        stats_file.write_text(json.dumps(stats.to_dict()))
+    saved = json.loads(stats_file.read_text())
+    stats = CorpusStats(spec)
+    stats.kept = saved["kept"]
+    stats.skipped.update(saved["skipped"])
+    stats.cleaned.update(saved["cleaned"])
+    return text_file, stats
 
 
 class IndexedTextCorpus(Sequence[str]):
