@@ -53,7 +53,8 @@ def test_report_renders_with_tables_and_plots(fake_sweep, tmp_path):
     assert share_near(whole, "#ff7f0e", 20) > 0.0005 and share_near(whole, "#2ca02c", 20) > 0.0005
 
     dom = chromium(tmp_path, "--dump-dom", page.as_uri()).stdout.decode()
-    assert len(re.findall(r"<table class=\"results\"", dom)) == 3
+    # STS, transfer, alignment/uniformity and the training cost; paired tests for the first three.
+    assert len(re.findall(r"<table class=\"results\"", dom)) == 4
     assert len(re.findall(r"<table class=\"tests\"", dom)) == 3
     figures = re.findall(r'<figure class="plot" id="plot-([a-z-]+)"><svg', dom)
     assert sorted(figures) == sorted(["stsb-dev-curves", "bars-sts", "bars-transfer", "align-uniform", "loss-curves"])
