@@ -132,16 +132,16 @@ def training_table(runs: list[Run], baseline: str | None) -> Table | None:
         return None
     columns = [Column("train_seconds", "Training time (s)", lambda s: _number(s.get("train_seconds")),
                       higher_is_better=False, digits=0),
-               Column("wall_seconds", "Wall time (s)", lambda s: _number(s.get("wall_seconds")),
-                      higher_is_better=False, digits=0),
                Column("sentences_per_second", "Sentences/s", lambda s: _number(s.get("sentences_per_second")), digits=1),
                Column("steps", "Steps", lambda s: _number(s.get("steps")), digits=0)]
     recipes = recipe_order(trained, baseline)
     cells = {(recipe, c.key): Cell({r.seed: v for r in trained if r.recipe == recipe
                                     for v in [c.extract(r.summary)] if v is not None})
              for recipe in recipes for c in columns}
-    return Table("training", "Training cost per run (summary.json: loop time without model loading, wall time "
-                 "with it and the dev evaluations; mean ± std over seeds)", columns, recipes, cells)
+    # summary.json's wall_seconds covers only the last invocation of a resumed run, so it is not shown.
+    return Table("training", "Training cost per run (summary.json: time in the training loop, summed over "
+                 "resumptions, without model loading and dev evaluations; mean ± std over seeds)",
+                 columns, recipes, cells)
 
 
 def recipe_order(runs: list[Run], baseline: str | None) -> list[str]:
