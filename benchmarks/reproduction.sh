@@ -71,6 +71,12 @@ if [ -z "${REPORT_ONLY:-}" ]; then
   wait
 fi
 
+# The base model without training, evaluated the same way: the row every method starts from.
+if [ ! -f benchmarks/results/reproduction_minilm_base.json ]; then
+  OMP_NUM_THREADS=1 cselab eval minilm --split dev --data-dir "$DEV" --tasks "$TASKS" --transfer-mode fast --quiet \
+    --json benchmarks/results/reproduction_minilm_base.json
+fi
+
 dirs=()
 for half in a b; do [ -d "$RUNS/reproduction-$half" ] && dirs+=("$RUNS/reproduction-$half"); done
 cselab report "${dirs[@]}" --baseline simcse --out benchmarks/results/reproduction_minilm \

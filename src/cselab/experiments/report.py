@@ -19,8 +19,8 @@ from cselab.experiments.runs import Run, find_runs
 from cselab.experiments.stats import TEST_NAME, Table, build_tables, recipe_order, training_table
 
 SPLIT_TEXT = {"test": "test sets (the papers' protocol)",
-              "dev": "development data only (STS-B dev, SICK trial, SST-2 dev, MRPC train cross-validation); "
-                     "no test set was used"}
+              "dev": "development data only (of STS-B dev, SICK trial, SST-2 dev and MRPC train cross-validation, "
+                     "the tasks listed below); no test set was used"}
 VERSION_KEYS = ("python", "torch", "transformers", "sentence-transformers", "cselab")
 
 
@@ -178,6 +178,8 @@ def build_document(runs: list[Run], split: str = "auto", baseline: str | None = 
              f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by cselab {__import__('cselab').__version__}."]
     if chosen:
         intro.append(f"Evaluation on the {SPLIT_TEXT[chosen]}.")
+        evaluated = sorted({task for r in runs if chosen in r.evals for task in r.evals[chosen].get("tasks", {})})
+        intro.append("Tasks evaluated: " + ", ".join(evaluated) + ".")
     if chosen == "dev":
         intro.append("Training keeps the checkpoint with the best STS-B dev score, so the STS-B (dev) column is "
                      "optimistically biased (it chose the model); SICK-R trial, SST-2 dev and MRPC were not used "
