@@ -61,3 +61,20 @@ def require_shared() -> Path:
     if not SHARED.is_dir():
         raise SystemExit(f"this benchmark needs {SHARED} (the project's shared data)")
     return SHARED
+
+
+def run_worker(script: str, *args: str) -> dict:
+    """Run ``python SCRIPT ARGS`` in a fresh process and return the JSON object it printed last.
+
+    Benchmarks measure one thing per process, so that nothing one measurement sets process-wide
+    (threads, allocator settings, caches, imported libraries) reaches the next."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, script, *args], capture_output=True, text=True)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise SystemExit(f"{Path(script).name} {' '.join(args)}: worker failed (exit {done.returncode}):\n"
+                         f"{done.stderr[-3000:]}")
+    return json.loads(lines[-1])

@@ -13,14 +13,13 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import require_shared, write_results  # noqa: E402
+from _common import require_shared, run_worker, write_results  # noqa: E402
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -121,23 +120,16 @@ def main() -> None:
     shared = require_shared()
     corpus = shared / "corpus" / "wiki1m-first-11913.txt"
     if args.variant_worker:
-        print("RESULT " + json.dumps(run_variant(args.variant_worker, corpus, shared, args.max_steps, args.seed)))
+        print(json.dumps(run_variant(args.variant_worker, corpus, shared, args.max_steps, args.seed)))
         return
     dev = StsbDev(shared / "senteval-dev")
     import cselab
 
     results = {"base (no training)": {"stsb_dev": round(dev.score(cselab.load("minilm").encode), 3)}}
     for variant in args.variants.split(","):
-        # A fresh process per variant: nothing one library sets process-wide (threads, allocator
-        # settings, caches) reaches the other's run.
-        command = [sys.executable, __file__, "--variant-worker", variant, "--seed", str(args.seed)]
-        if args.max_steps:
-            command += ["--max-steps", str(args.max_steps)]
-        done = subprocess.run(command, capture_output=True, text=True)
-        lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-        if done.returncode != 0 or not lines:
-            raise SystemExit(f"{variant}: worker failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
-        results[variant] = json.loads(lines[-1][len("RESULT "):])
+        # A fresh process per variant: nothing one library sets process-wide reaches the other's run.
+        results[variant] = run_worker(__file__, "--variant-worker", variant, "--seed", str(args.seed),
+                                      *(["--max-steps", str(args.max_steps)] if args.max_steps else []))
         print(variant, results[variant], flush=True)
         report(results, args, corpus)  # after every variant, so a long run leaves partial results
     report(results, args, corpus)

@@ -26,14 +26,13 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, SHARED, markdown_table, require_shared, write_results  # noqa: E402
+from _common import RESULTS, SHARED, markdown_table, require_shared, run_worker, write_results  # noqa: E402
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -120,9 +119,7 @@ def bench_fit(sizes: list[int]) -> list[dict]:
     rows = []
     for size in sizes:
         print(f"fit: {size} synthetic sentences ...", flush=True)
-        out = subprocess.run([sys.executable, __file__, "--fit-worker", str(size)], capture_output=True, text=True,
-                             check=True)
-        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        rows.append(run_worker(__file__, "--fit-worker", str(size)))
         print("   ", rows[-1], flush=True)
     return rows
 

@@ -48,11 +48,11 @@ def register_augmenter(cls: A) -> A:
     return cls
 
 
-def special_tokens(augmenter) -> tuple[str, ...]:
-    """Placeholder tokens an augmenter writes (CLEAR's ``[DEL]``) that the tokenizer must keep whole.
-
-    An augmenter declares them as ``special_tokens``; compositions report their parts'."""
-    return tuple(getattr(augmenter, "special_tokens", ()) or ())
+def special_tokens(*augmenters) -> tuple[str, ...]:
+    """Placeholder tokens the augmenters write (CLEAR's ``[DEL]``) that the tokenizer must keep whole,
+    in first-seen order. An augmenter declares them as ``special_tokens``; compositions report their
+    parts'; None (no augmenter) contributes nothing."""
+    return tuple(dict.fromkeys(token for a in augmenters for token in (getattr(a, "special_tokens", ()) or ())))
 
 
 def changed_flags(originals: list[str], augmented: list[str]) -> list[bool]:

@@ -38,10 +38,6 @@ def _most_altering(augmenters) -> str:
     return max(tags, key=lambda t: TAGS.index(t) if t in TAGS else 1, default="meaning-preserving")
 
 
-def _union_special_tokens(augmenters) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(token for a in augmenters for token in special_tokens(a)))
-
-
 def _apply_to_rows(augmenter: Augmenter, sentences: list[str], rows: list[int], seed: int, out: list[str]) -> None:
     if rows:
         for i, text in zip(rows, augmenter.augment([sentences[i] for i in rows], seed)):
@@ -68,7 +64,7 @@ class Sequence:
 
     @property
     def special_tokens(self) -> tuple[str, ...]:
-        return _union_special_tokens(self.steps)
+        return special_tokens(*self.steps)
 
     def fit(self, corpus: list[str]) -> None:
         for step in self.steps:
@@ -120,7 +116,7 @@ class OneOf:
 
     @property
     def special_tokens(self) -> tuple[str, ...]:
-        return _union_special_tokens(self.choices)
+        return special_tokens(*self.choices)
 
     def fit(self, corpus: list[str]) -> None:
         for choice in self.choices:

@@ -21,7 +21,6 @@ every token.
 """
 from __future__ import annotations
 
-
 from cselab.augment.base import TokenAugmenter, check_positive_int, check_ratio, register_augmenter
 from cselab.augment.wordnet import WordNetSubstitution, common_lemmas, reader, substitutable, substitute
 

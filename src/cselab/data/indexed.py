@@ -26,12 +26,19 @@ def _cache_dir(kind: str = "line-index") -> Path:
     return Path(os.environ.get("CSELAB_CACHE", Path.home() / ".cache" / "cselab")) / kind
 
 
-def spool(spec: str, column: str | None, progress: bool = False) -> tuple[Path, CorpusStats]:
+def _add_saved_counts(stats: CorpusStats, stats_file: Path) -> None:
+    saved = json.loads(stats_file.read_text())
+    stats.kept += saved["kept"]
+    stats.skipped.update(saved["skipped"])
+    stats.cleaned.update(saved["cleaned"])
+
+
+def spool(spec: str, column: str | None) -> tuple[Path, CorpusStats]:
     """The cleaned sentences of ``spec``, one per line, in a cached text file, and the reader's counts.
 
     The cache key is the source (a file's path, size and modification time; a dataset's name) and
-    the column. A ``hf:`` dataset is fetched once per name and column: delete the file (its path is
-    logged) to fetch a newer version."""
+    the column. A ``hf:`` dataset is fetched once per name and column: delete its files under
+    ``$CSELAB_CACHE/spooled`` (default ``~/.cache/cselab/spooled``) to fetch a newer version."""
     from cselab.data.corpus import iter_corpus
 
     identity = spec
@@ -47,22 +54,14 @@ def spool(spec: str, column: str | None, progress: bool = False) -> tuple[Path, 
         part = text_file.with_suffix(".part")
         try:
             with open(part, "w", encoding="utf-8", errors="surrogatepass") as out:
-                sentences = iter_corpus(spec, column, stats)
-                if progress:
-                    from tqdm.auto import tqdm
-
-                    sentences = tqdm(sentences, desc=f"read {Path(spec).name}", unit=" sentences")
-                for sentence in sentences:  # cleaned: no line breaks inside
+                for sentence in iter_corpus(spec, column, stats):  # cleaned: no line breaks inside
                     out.write(sentence + "\n")
             os.replace(part, text_file)
         finally:
             part.unlink(missing_ok=True)
         stats_file.write_text(json.dumps(stats.to_dict()))
-    saved = json.loads(stats_file.read_text())
     stats = CorpusStats(spec)
-    stats.kept = saved["kept"]
-    stats.skipped.update(saved["skipped"])
-    stats.cleaned.update(saved["cleaned"])
+    _add_saved_counts(stats, stats_file)
     return text_file, stats
 
 
@@ -78,10 +77,7 @@ class IndexedTextCorpus(Sequence[str]):
         stats_file = _cache_dir() / f"{key}.stats.json"
         if not (index_file.is_file() and stats_file.is_file()):
             self._build(index_file, stats_file, progress)
-        saved = json.loads(stats_file.read_text())
-        self.stats.kept += saved["kept"]
-        self.stats.skipped.update(saved["skipped"])
-        self.stats.cleaned.update(saved["cleaned"])
+        _add_saved_counts(self.stats, stats_file)
         self.offsets = np.load(index_file, mmap_mode="r", allow_pickle=False)
         self._handle = None
 

@@ -49,8 +49,7 @@ class ViewBuilder:
         """Placeholder tokens any of the views may contain (the encoder adds them to its vocabulary)."""
         from cselab.augment.base import special_tokens
 
-        augmenters = (self.anchor, self.positive, self.negative, *self.labelers)
-        return tuple(dict.fromkeys(t for a in augmenters if a is not None for t in special_tokens(a)))
+        return special_tokens(self.anchor, self.positive, self.negative, *self.labelers)
 
     def __call__(self, step: int, sentences: list[str]) -> StepViews:
         anchors = sentences if self.anchor is None else self.anchor.augment(sentences, step_seed(self.seed, step, 0))
