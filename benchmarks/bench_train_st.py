@@ -5,7 +5,11 @@ The peer is sentence-transformers' own unsupervised SimCSE recipe: MultipleNegat
 Same base model (all-MiniLM-L6-v2), corpus, batch 64, max_seq_len 32, lr 3e-5, linear decay,
 one epoch, in one run (each variant in a fresh process). Both final models are scored by the same STS-B dev code.
 
-    python benchmarks/bench_train_st.py [--max-steps N] [--variants cselab-bf16,cselab-bf16-grouped,st-fp32,cselab-fp32,st-bf16]
+    python benchmarks/bench_train_st.py [--max-steps N] [--variants cselab-bf16,cselab-bf16-grouped,cselab-bf16-2proc,st-fp32,cselab-fp32,st-bf16]
+    python benchmarks/bench_train_st.py --variants cselab-bf16,cselab-bf16-2proc,cselab-bf16-2proc-grouped --name train_mfu
+
+A cselab variant is cselab-PRECISION with optional -grouped (data.length_grouping=32) and -2proc (two
+single-threaded processes under torchrun, batch 32 each: the same global batch of 64).
 """
 from __future__ import annotations
 
@@ -25,20 +29,36 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
-def run_cselab(corpus: Path, precision: str, max_steps: int | None, out: Path, seed: int, grouping: int = 0) -> dict:
-    from cselab.config import load_config
-    from cselab.train.loop import train
+def run_cselab(corpus: Path, precision: str, max_steps: int | None, out: Path, seed: int, grouping: int = 0,
+               processes: int = 1) -> dict:
+    """cselab's SimCSE recipe, in this process or, with ``processes`` > 1, as that many single-threaded
+    gloo processes under torchrun with batch 64 / P each: the same global batch of 64, with in-batch
+    negatives across it (train/distributed.py), one core per process."""
+    import subprocess
 
     overrides = [f"data.corpus={corpus}", "data.max_sentences=null", f"train.precision={precision}",
                  "train.eval_steps=0", "train.save_steps=0", f"train.output_dir={out}", f"train.seed={seed}",
-                 f"data.length_grouping={grouping}"]
-    if max_steps:
-        overrides.append(f"optim.max_steps={max_steps}")
-    config = load_config("simcse", overrides)
+                 f"data.length_grouping={grouping}", f"optim.batch_size={64 // processes}",
+                 *([f"optim.max_steps={max_steps}"] if max_steps else [])]
     start = time.perf_counter()
-    summary = train(config, resume=False, progress=False)
-    wall = time.perf_counter() - start
-    sentences = min(summary["total_steps"] * 64, summary["corpus"]["kept"] * config.optim.epochs)
+    if processes == 1:
+        from cselab.config import load_config
+        from cselab.train.loop import train
+
+        summary = train(load_config("simcse", overrides), resume=False, progress=False)
+    else:
+        command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={processes}",
+                   "--master_port=29561", "-m", "cselab.cli", "train", "--recipe", "simcse", "--no-resume"]
+        for item in overrides:
+            command += ["--set", item]
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        done = subprocess.run(command, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"torchrun cselab train failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+        summary = json.loads((out / "summary.json").read_text())
+    wall = time.perf_counter() - start  # includes loading the model (and starting the processes)
+    # Multi-process runs drop the last incomplete global batch.
+    sentences = min(summary["total_steps"] * 64, summary["corpus"]["kept"])
     import cselab
 
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -71,6 +91,9 @@ def run_sentence_transformers(corpus: Path, bf16: bool, max_steps: int | None, o
     return {"wall_seconds": wall, "sentences": min(steps * 64, len(sentences)), "model": model}
 
 
+DEFAULT_VARIANTS = "cselab-bf16,cselab-bf16-grouped,cselab-bf16-2proc,st-fp32,cselab-fp32,st-bf16"
+
+
 def report(results: dict, args, corpus: Path) -> None:
     import torch
 
@@ -84,18 +107,23 @@ def report(results: dict, args, corpus: Path) -> None:
         "speed cselab-bf16 / st-fp32": ratio("cselab-bf16", "st-fp32", "sentences_per_second"),
         "speed cselab-bf16 / st-bf16": ratio("cselab-bf16", "st-bf16", "sentences_per_second"),
         "speed cselab-bf16-grouped / st-fp32": ratio("cselab-bf16-grouped", "st-fp32", "sentences_per_second"),
+        "speed cselab-bf16-2proc / st-fp32": ratio("cselab-bf16-2proc", "st-fp32", "sentences_per_second"),
+        "speed cselab-bf16-2proc-grouped / st-fp32": ratio("cselab-bf16-2proc-grouped", "st-fp32", "sentences_per_second"),
     }
     from cselab.train.flops import matmul_peak_flops
 
     peaks = {"bf16": matmul_peak_flops(torch.bfloat16), "fp32": matmul_peak_flops(torch.float32)}
     rows = [[name, r.get("sentences_per_second", "-"), r.get("wall_seconds", "-"), r["stsb_dev"],
              r.get("model_tflops", "-"), r.get("mfu", "-")] for name, r in results.items()]
+    ratios = {k: v for k, v in ratios.items() if v is not None}  # only variants this run measured
     rows += [[f"ratio {k}", v, "", "", "", ""] for k, v in ratios.items()]
     notes = (f"Corpus: {corpus.name} ({'one epoch' if not args.max_steps else f'{args.max_steps} steps'}), "
              "batch 64, max_seq_len 32, lr 3e-5 linear, cselab defaults (train.fast_cpu on; -grouped adds "
-             "data.length_grouping=32), temperature 0.05 (MNRL scale 20), MiniLM-L6 base, "
+             "data.length_grouping=32; -2proc is torchrun with 2 single-threaded gloo processes x batch 32, the same global batch of 64), temperature 0.05 (MNRL scale 20), MiniLM-L6 base, "
              "final models scored on STS-B dev (Spearman x100 of cosine). Command: python benchmarks/bench_train_st.py"
-             + (f" --max-steps {args.max_steps}" if args.max_steps else ""))
+             + (f" --max-steps {args.max_steps}" if args.max_steps else "")
+             + (f" --variants {args.variants}" if args.variants != DEFAULT_VARIANTS else "")
+             + (f" --name {args.name}" if args.name != "train_vs_sentence_transformers" else ""))
     notes += (f". MFU = model FLOP/s (6 x non-embedding params x real tokens) / measured matmul peak "
               f"(bf16 {peaks['bf16'] / 1e12:.3f} TFLOP/s, fp32 {peaks['fp32'] / 1e12:.3f} TFLOP/s, 1024x1024 matmuls).")
     write_results(args.name, {"results": results, "ratios": ratios, "max_steps": args.max_steps,
@@ -109,7 +137,7 @@ def report(results: dict, args, corpus: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--max-steps", type=int, default=None, help="cap the epoch (default: one full epoch)")
-    parser.add_argument("--variants", default="cselab-bf16,cselab-bf16-grouped,st-fp32,cselab-fp32,st-bf16")
+    parser.add_argument("--variants", default=DEFAULT_VARIANTS)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--name", default="train_vs_sentence_transformers")
     parser.add_argument("--variant-worker", help=argparse.SUPPRESS)
@@ -146,9 +174,11 @@ def run_variant(variant: str, corpus: Path, shared: Path, max_steps: int | None,
     try:
         torch.manual_seed(seed)
         if variant.startswith("cselab"):
-            # "-grouped": length-aware batching, each window of 32 batches sorted by length.
-            run = run_cselab(corpus, variant.split("-")[1], max_steps, work / variant, seed,
-                             grouping=32 if variant.endswith("-grouped") else 0)
+            # cselab-PRECISION[-grouped][-2proc]: "grouped" sorts each window of 32 batches by length;
+            # "2proc" trains as two single-threaded processes with the same global batch.
+            parts = variant.split("-")
+            run = run_cselab(corpus, parts[1], max_steps, work / variant, seed,
+                             grouping=32 if "grouped" in parts else 0, processes=2 if "2proc" in parts else 1)
             encode = run["model"].encode
         else:
             run = run_sentence_transformers(corpus, variant.endswith("bf16"), max_steps, work / variant, seed)

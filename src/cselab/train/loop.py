@@ -120,10 +120,20 @@ def average_gradients(module: torch.nn.Module) -> None:
     """What DDP does after backward: every process ends with the mean gradient."""
     import torch.distributed as dist
 
+    # One collective per dtype over a flat copy: a call per tensor pays the collective's latency
+    # a hundred times a step, which on CPU (gloo) costs more than the bytes themselves.
+    by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
     for p in module.parameters():
         if p.grad is not None:
-            dist.all_reduce(p.grad)
-            p.grad /= world_size()
+            by_dtype.setdefault(p.grad.dtype, []).append(p.grad)
+    for grads in by_dtype.values():
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat)
+        flat /= world_size()
+        offset = 0
+        for g in grads:
+            g.copy_(flat[offset:offset + g.numel()].view_as(g))
+            offset += g.numel()
 
 
 def split_roles(embeddings: torch.Tensor, batch: Batch, features: dict, encoder: SentenceEncoder) -> StepOutputs:
