@@ -130,10 +130,8 @@ def average_gradients(module: torch.nn.Module) -> None:
         flat = torch.cat([g.reshape(-1) for g in grads])
         dist.all_reduce(flat)
         flat /= world_size()
-        offset = 0
-        for g in grads:
-            g.copy_(flat[offset:offset + g.numel()].view_as(g))
-            offset += g.numel()
+        for g, part in zip(grads, flat.split([g.numel() for g in grads])):
+            g.copy_(part.view_as(g))
 
 
 def split_roles(embeddings: torch.Tensor, batch: Batch, features: dict, encoder: SentenceEncoder) -> StepOutputs:
