@@ -79,3 +79,30 @@ def test_transfer_tasks_end_to_end(senteval_dir):
     dev = evaluate(WordEncoder(), senteval_dir, tasks="transfer", split="dev", transfer_mode="fast", progress=False)
     assert set(dev["tasks"]) == {"SST2", "MRPC"}
     assert "acc" not in dev["tasks"]["SST2"] and dev["tasks"]["SST2"]["score"] == dev["tasks"]["SST2"]["devacc"]
+
+
+def test_fast_mode_trains_on_a_stratified_sample_of_a_large_training_file():
+    labels = np.array([0] * 21_000 + [1] * 9_000)
+    kept = ProbeSettings("fast").sample_train(labels)
+    assert len(kept) == 10_000 and np.all(np.diff(kept) > 0)  # file order, no repeats
+    assert np.mean(labels[kept]) == pytest.approx(0.3, abs=1e-3)
+    assert np.array_equal(kept, ProbeSettings("fast").sample_train(labels))
+    assert not np.array_equal(kept, ProbeSettings("fast", seed=2).sample_train(labels))
+    assert ProbeSettings("test").sample_train(labels) is None
+    assert ProbeSettings("fast").sample_train(labels[:10_000]) is None
+
+
+def test_sst2_in_fast_mode_encodes_only_its_sample(senteval_dir, monkeypatch):
+    from cselab.evaluate import transfer
+
+    full = tasks.build(["SST2"], senteval_dir, "dev", ProbeSettings("fast"))[0]
+    full.data()  # loaded before the cap is lowered: the fixture's file is below the real cap
+    monkeypatch.setattr(transfer, "FAST_MAX_TRAIN", 10)
+    capped = tasks.build(["SST2"], senteval_dir, "dev", ProbeSettings("fast"))[0]
+    train, dev = capped.data()
+    assert len(train.labels) == 10 and sorted(np.bincount(train.labels)) == [5, 5]
+    assert set(train.sentences) <= set(full.data()[0].sentences)
+    assert set(capped.sentences()) == set(train.sentences) | set(dev.sentences)
+    assert capped.cache_name == "SST2-train10-seed1111" and full.cache_name == "SST2"
+    result = evaluate(WordEncoder(), senteval_dir, tasks="SST2", split="dev", transfer_mode="fast", progress=False)
+    assert result["tasks"]["SST2"]["n_train"] == 10 and result["tasks"]["SST2"]["train_file_rows"] == len(full.data()[0].labels)

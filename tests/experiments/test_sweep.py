@@ -34,9 +34,11 @@ class FakeTrainer:
 class FakeEvaluator:
     def __init__(self):
         self.calls: list[tuple[str, int]] = []
+        self.tasks: list[list[str]] = []
 
     def __call__(self, job, settings, names):
         self.calls.append((job.config.recipe, job.seed))
+        self.tasks.append(list(names))
         score = 70.0 + job.seed + (3.0 if job.config.recipe == "focal" else 0.0)
         return {"split": settings.eval_split, "tasks": {n: {"score": score} for n in names if n != "align"},
                 "avg": score, "transfer_avg": None}
@@ -103,6 +105,57 @@ def test_second_sweep_does_nothing_and_a_lost_result_is_redone(settings):
     evaluator.calls.clear()
     run_sweep(settings, trainer, evaluator)
     assert evaluator.calls == [("simcse", 1)]
+
+
+def test_a_task_added_later_is_evaluated_alone_and_merged_with_the_stored_ones(settings):
+    from cselab.evaluate.runner import evaluate
+
+    settings.recipes, settings.seeds, settings.tasks = ["simcse"], [1], "STSBenchmark,SICKRelatedness"
+    settings.transfer_mode = "fast"
+    trainer = FakeTrainer()
+
+    def real_evaluator(job, settings, names):  # the real runner on a stand-in encoder
+        evaluator(job, settings, names)
+        return evaluate(HashEncoder(), settings.data_dir, names, split="dev", transfer_mode="fast", progress=False)
+
+    evaluator = FakeEvaluator()
+    run_sweep(settings, trainer, real_evaluator)
+    result_file = settings.out / "simcse" / "seed-1" / "eval-dev.json"
+    first = json.loads(result_file.read_text())
+    assert first["transfer_avg"] is None
+
+    settings.tasks = "STSBenchmark,SST2"
+    run_sweep(settings, trainer, real_evaluator)
+    assert evaluator.tasks == [["STSBenchmark", "SICKRelatedness"], ["SST2"]]
+    merged = json.loads(result_file.read_text())
+    assert list(merged["tasks"]) == ["STSBenchmark", "SICKRelatedness", "SST2"]
+    assert merged["sweep"]["tasks"] == ["STSBenchmark", "SICKRelatedness", "SST2"]
+    for name in ("STSBenchmark", "SICKRelatedness"):
+        assert merged["tasks"][name] == first["tasks"][name]
+    assert merged["avg"] == pytest.approx(first["avg"])
+    assert merged["transfer_avg"] == pytest.approx(merged["tasks"]["SST2"]["score"]) and merged["transfer_avg_over"] == ["SST2"]
+    assert set(merged["seconds"]) == {"STSBenchmark", "SICKRelatedness", "SST2"}
+
+    # every asked task stored: nothing to do; another probe mode: everything again
+    run_sweep(settings, trainer, real_evaluator)
+    assert len(evaluator.tasks) == 2
+    settings.transfer_mode = "test"
+    run_sweep(settings, trainer, real_evaluator)
+    assert evaluator.tasks[2:] == [["STSBenchmark", "SST2"]]
+    assert list(json.loads(result_file.read_text())["tasks"]) == ["STSBenchmark", "SST2"]
+
+
+class HashEncoder:
+    """Deterministic 16-d vectors from a sentence's words: enough for the probes to run."""
+
+    def encode(self, sentences):
+        import numpy as np
+
+        out = np.zeros((len(sentences), 16), dtype=np.float32)
+        for i, sentence in enumerate(sentences):
+            for word in sentence.lower().split():
+                out[i, sum(map(ord, word)) % 16] += 1.0
+        return out + 1e-3
 
 
 def test_unfinished_training_is_resumed_and_a_stop_ends_the_sweep(settings):

@@ -29,7 +29,8 @@ def _add_eval(sub) -> None:
     p.add_argument("--max-seq-len", type=int, help="truncate inputs to this many tokens (default: the model's limit, "
                                                     "as SimCSE's evaluation does not truncate)")
     p.add_argument("--transfer-mode", choices=["test", "fast"], default="test",
-                   help="test: SentEval's 10-fold protocol and full C grid; fast: 5 folds, half the C grid")
+                   help="test: SentEval's 10-fold protocol and full C grid; fast: 5 folds, half the C grid, "
+                        "SST-2's probe trained on 10,000 of its training phrases")
     p.add_argument("--seed", type=int, default=1111, help="cross-validation seed (SentEval's default)")
     p.add_argument("--cache-dir", help="embedding cache (default: $CSELAB_CACHE/embeddings or ~/.cache/cselab/embeddings)")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write cached embeddings")

@@ -49,17 +49,38 @@ def evaluate(model: LoadedModel | Encoder, data_dir: str | Path, tasks: str | li
             iterator.set_postfix_str(task.display)
         start = time.perf_counter()
         sentences = task.sentences()
-        vectors = store.embed(task.name, task.files(), sentences)
+        vectors = store.embed(task.cache_name, task.files(), sentences)
         results[task.name] = task.score(SentenceLookup(sentences, vectors))
         seconds[task.name] = round(time.perf_counter() - start, 3)
         if on_task_done is not None:
             on_task_done(task.name, results[task.name])
-    sts = [n for n in names if n in task_registry.STS_TASKS]
-    transfer = [n for n in names if n in task_registry.TRANSFER_TASKS]
     return {**description, "data_dir": str(data_dir.resolve()), "split": split, "transfer_mode": transfer_mode,
-            "seed": seed, "tasks": results,
-            "avg": _mean([results[n]["score"] for n in sts]), "avg_over": sts,
-            "transfer_avg": _mean([results[n]["score"] for n in transfer]), "transfer_avg_over": transfer,
+            "seed": seed, "tasks": results, **averages(results, names),
             "embedding_stats": dict(store.stats), "cache_dir": str(store.folder) if store.folder else None,
             "seconds": seconds, "cselab_version": __import__("cselab").__version__,
             "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+
+
+def averages(results: dict[str, dict], names: list[str]) -> dict:
+    """The papers' averages: over the STS tasks (``avg``) and over the transfer tasks (``transfer_avg``)."""
+    sts = [n for n in names if n in task_registry.STS_TASKS]
+    transfer = [n for n in names if n in task_registry.TRANSFER_TASKS]
+    return {"avg": _mean([results[n]["score"] for n in sts]), "avg_over": sts,
+            "transfer_avg": _mean([results[n]["score"] for n in transfer]), "transfer_avg_over": transfer}
+
+
+def merge(earlier: dict, added: dict, names: list[str]) -> dict:
+    """``earlier``'s results extended by ``added``'s (the same model, split and probe; other tasks).
+
+    The tasks are kept in ``names``' order and the averages recomputed over all of them; the
+    timings, embedding counts and date are those of both runs together.
+    """
+    results = {**earlier["tasks"], **added["tasks"]}
+    missing = [n for n in names if n not in results]
+    if missing:
+        raise KeyError(f"merged evaluation lacks {', '.join(missing)}")
+    stats = {k: earlier.get("embedding_stats", {}).get(k, 0) + v for k, v in added.get("embedding_stats", {}).items()}
+    return {**added, "tasks": {n: results[n] for n in names}, **averages(results, names),
+            "embedding_stats": {**earlier.get("embedding_stats", {}), **stats},
+            "seconds": {**earlier.get("seconds", {}), **added.get("seconds", {})},
+            "merged_from": [earlier.get("date"), added.get("date")]}

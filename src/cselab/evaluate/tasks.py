@@ -89,6 +89,11 @@ class _Base:
     def display(self) -> str:
         return DISPLAY.get(self.name, self.name)
 
+    @property
+    def cache_name(self) -> str:
+        """The embedding cache's name for this task's sentences (it changes when the task uses a subset)."""
+        return self.name
+
     def relative_files(self) -> list[str]:
         raise NotImplementedError
 
@@ -208,7 +213,18 @@ class SST2(_Base):
         return [SST_FILES["train"], SST_FILES["dev"]] + ([SST_FILES["test"]] if self.split == "test" else [])
 
     def load(self) -> list[formats.LabelledSentences]:
-        return [formats.read_sst(f) for f in self.files()]
+        train, *rest = [formats.read_sst(f) for f in self.files()]
+        self.train_file_rows = len(train.labels)
+        kept = self.settings.sample_train(train.labels)  # fast mode: a stratified sample of the training file
+        if kept is not None:
+            train = formats.LabelledSentences([train.sentences[i] for i in kept], train.labels[kept])
+        return [train, *rest]
+
+    @property
+    def cache_name(self) -> str:
+        train = self.data()[0]
+        cut = len(train.labels) < self.train_file_rows
+        return f"{self.name}-train{len(train.labels)}-seed{self.settings.seed}" if cut else self.name
 
     def sentences(self) -> list[str]:
         return _unique(*(part.sentences for part in self.data()))
@@ -219,7 +235,7 @@ class SST2(_Base):
         test = parts[2] if len(parts) > 2 else None
         result = split_probe(lookup(train.sentences), train.labels, lookup(dev.sentences), dev.labels,
                              lookup(test.sentences) if test else None, test.labels if test else None, self.settings)
-        return {"score": result[_score_key(self.split)], **result}
+        return {"score": result[_score_key(self.split)], **result, "train_file_rows": self.train_file_rows}
 
 
 @TASKS.register("TREC", "TREC question type (6 classes): C by CV on train, test on TREC_10")

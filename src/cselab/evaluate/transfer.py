@@ -29,6 +29,7 @@ SEED = 1111  # SentEval's and SimCSE's default seed
 INNER_KFOLD_CS = tuple(2.0 ** t for t in range(-2, 4))
 KFOLD_CS = tuple(2.0 ** t for t in range(-1, 6))
 SPLIT_CS = tuple(2.0 ** t for t in range(-2, 4))
+FAST_MAX_TRAIN = 10_000  # training rows of a probe in fast mode (SST-2's train file is cut to this)
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,25 @@ class ProbeSettings:
     def grid(self, cs: tuple[float, ...]) -> tuple[float, ...]:
         # fast: every other C of SentEval's grid (half the fits per scan).
         return cs if self.mode == "test" else cs[::2]
+
+    @property
+    def max_train(self) -> int | None:
+        """fast: a probe's training file is cut to a seeded, class-stratified sample of this many.
+
+        Only SST-2's 67,349 training phrases exceed it; encoding them costs minutes per model
+        on a CPU, which dominates a dev-split study of dozens of models.
+        """
+        return None if self.mode == "test" else FAST_MAX_TRAIN
+
+    def sample_train(self, labels: np.ndarray) -> np.ndarray | None:
+        """Indices (in file order) of the rows a capped probe trains on; None when nothing is cut."""
+        if self.max_train is None or len(labels) <= self.max_train:
+            return None
+        from sklearn.model_selection import train_test_split
+
+        kept, _ = train_test_split(np.arange(len(labels)), train_size=self.max_train, stratify=labels,
+                                   random_state=self.seed)
+        return np.sort(kept)
 
 
 def _single_threaded(probe):

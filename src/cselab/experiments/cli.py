@@ -25,7 +25,8 @@ def _add_sweep(sub) -> None:
     p.add_argument("--data-dir", help="SentEval data directory (default: $CSELAB_DATA, ~/.cache/cselab/senteval, "
                                       "data/senteval, ../shared/data/senteval-dev); also the STS-B dev of training")
     p.add_argument("--transfer-mode", choices=["test", "fast"], default="test",
-                   help="transfer probes: test = SentEval's protocol, fast = fewer folds and C values")
+                   help="transfer probes: test = SentEval's protocol, fast = fewer folds and C values, "
+                        "SST-2 trained on 10,000 phrases")
     p.add_argument("--no-eval", action="store_true", help="train only")
     p.add_argument("--dry-run", action="store_true", help="show what would be trained and evaluated, then exit")
     p.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -3,7 +3,7 @@
 Each (recipe, seed) gets ``OUT/<recipe>/seed-<seed>/``. A run whose training finished with the same
 resolved settings is not trained again; one that stopped part-way is resumed by the training loop
 from its last checkpoint; an evaluation is redone only when its result file is missing or was made
-for other weights, tasks, split or probe mode. ``OUT/sweep.json`` aggregates every run in OUT (mean and
+for other weights, split or probe mode, and tasks added since are evaluated alone and merged in. ``OUT/sweep.json`` aggregates every run in OUT (mean and
 standard deviation over seeds per recipe), so a study may be run in several invocations; ``cselab report OUT`` turns them into tables and plots.
 """
 from __future__ import annotations
@@ -175,9 +175,17 @@ def eval_identity(job: Job, settings: SweepSettings, names: list[str]) -> dict:
             "transfer_mode": settings.transfer_mode, "data_dir": str(Path(settings.data_dir).resolve())}
 
 
+def reusable_evaluation(stored: dict | None, job: Job, settings: SweepSettings) -> dict | None:
+    """The stored result if it was made for these weights, split, probe mode and data (whatever its tasks)."""
+    identity = (stored or {}).get("sweep") or {}
+    wanted = _as_json(eval_identity(job, settings, []))
+    same = {k: v for k, v in identity.items() if k != "tasks"} == {k: v for k, v in wanted.items() if k != "tasks"}
+    return stored if identity and same else None
+
+
 def evaluation_done(job: Job, settings: SweepSettings, names: list[str]) -> bool:
-    stored = read_json(job.path / eval_file(settings.eval_split))
-    return bool(stored) and stored.get("sweep") == _as_json(eval_identity(job, settings, names))
+    stored = reusable_evaluation(read_json(job.path / eval_file(settings.eval_split)), job, settings)
+    return stored is not None and all(n in stored["tasks"] for n in names)
 
 
 def record_versions(path: Path, stage: str) -> None:
@@ -238,10 +246,18 @@ def run_job(job: Job, settings: SweepSettings, names: list[str] | None,
         training = "resumed" if state == "resume" else "trained"
     if names is None:
         return Outcome(job, training, "off", summary)
-    if evaluation_done(job, settings, names):
+    # A study that adds a task later evaluates only that task; the stored ones are kept.
+    stored = reusable_evaluation(read_json(job.path / eval_file(settings.eval_split)), job, settings)
+    todo = [n for n in names if stored is None or n not in stored["tasks"]]
+    if not todo:
         return Outcome(job, training, "skipped", summary)
     record_versions(job.path, "eval")
-    result = evaluator(job, settings, names)
+    result = evaluator(job, settings, todo)
+    if stored is not None:
+        from cselab.evaluate.runner import merge
+
+        names = list(stored["tasks"]) + todo
+        result = merge(stored, result, names)
     result["run"] = {"recipe": recipe_label(job.recipe), "seed": job.seed, "path": str(job.path)}
     result["sweep"] = eval_identity(job, settings, names)
     write_json(job.path / eval_file(settings.eval_split), result)
