@@ -6,10 +6,11 @@ Same base model (all-MiniLM-L6-v2), corpus, batch 64, max_seq_len 32, lr 3e-5, l
 one epoch, in one run (each variant in a fresh process). Both final models are scored by the same STS-B dev code.
 
     python benchmarks/bench_train_st.py [--max-steps N] [--variants cselab-bf16,cselab-bf16-grouped,st-fp32,cselab-fp32,st-bf16]
-    python benchmarks/bench_train_st.py --variants cselab-bf16,cselab-bf16-grouped,cselab-bf16-2proc,cselab-bf16-2proc-grouped --name train_mfu
+    python benchmarks/bench_train_st.py --variants cselab-bf16,cselab-bf16-padded,cselab-bf16-grouped,cselab-bf16-2proc --name train_mfu
 
-A cselab variant is cselab-PRECISION with optional -grouped (data.length_grouping=32) and -2proc (two
-single-threaded processes under torchrun, batch 32 each: the same global batch of 64).
+A cselab variant is cselab-PRECISION with optional -grouped (data.length_grouping=32), -2proc (two
+single-threaded processes under torchrun, batch 32 each: the same global batch of 64) and -padded
+(train.unpad=false: the backbone computes on pad tokens too).
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 def run_cselab(corpus: Path, precision: str, max_steps: int | None, out: Path, seed: int, grouping: int = 0,
-               processes: int = 1) -> dict:
+               processes: int = 1, unpad: bool = True) -> dict:
     """cselab's SimCSE recipe, in this process or, with ``processes`` > 1, as that many single-threaded
     gloo processes under torchrun with batch 64 / P each: the same global batch of 64, with in-batch
     negatives across it (train/distributed.py), one core per process."""
@@ -38,7 +39,7 @@ def run_cselab(corpus: Path, precision: str, max_steps: int | None, out: Path, s
 
     overrides = [f"data.corpus={corpus}", "data.max_sentences=null", f"train.precision={precision}",
                  "train.eval_steps=0", "train.save_steps=0", f"train.output_dir={out}", f"train.seed={seed}",
-                 f"data.length_grouping={grouping}", f"optim.batch_size={64 // processes}",
+                 f"data.length_grouping={grouping}", f"optim.batch_size={64 // processes}", f"train.unpad={str(unpad).lower()}",
                  *([f"optim.max_steps={max_steps}"] if max_steps else [])]
     start = time.perf_counter()
     if processes == 1:
@@ -115,8 +116,8 @@ def report(results: dict, args, corpus: Path) -> None:
     ratios = {k: v for k, v in ratios.items() if v is not None}  # only pairs this run measured
     rows += [[f"ratio {k}", v, "", "", "", ""] for k, v in ratios.items()]
     notes = (f"Corpus: {corpus.name} ({'one epoch' if not args.max_steps else f'{args.max_steps} steps'}), "
-             "batch 64, max_seq_len 32, lr 3e-5 linear, cselab defaults (train.fast_cpu on; -grouped adds "
-             "data.length_grouping=32; -2proc is torchrun with 2 single-threaded gloo processes x batch 32, the same global batch of 64), temperature 0.05 (MNRL scale 20), MiniLM-L6 base, "
+             "batch 64, max_seq_len 32, lr 3e-5 linear, cselab defaults (train.fast_cpu and train.unpad on; -padded sets "
+             "train.unpad=false; -grouped adds data.length_grouping=32; -2proc is torchrun with 2 single-threaded gloo processes x batch 32, the same global batch of 64), temperature 0.05 (MNRL scale 20), MiniLM-L6 base, "
              "final models scored on STS-B dev (Spearman x100 of cosine). Command: python benchmarks/bench_train_st.py"
              + (f" --max-steps {args.max_steps}" if args.max_steps else "")
              + (f" --variants {args.variants}" if args.variants != DEFAULT_VARIANTS else "")
@@ -171,11 +172,13 @@ def run_variant(variant: str, corpus: Path, shared: Path, max_steps: int | None,
     try:
         torch.manual_seed(seed)
         if variant.startswith("cselab"):
-            # cselab-PRECISION[-grouped][-2proc]: "grouped" sorts each window of 32 batches by length;
-            # "2proc" trains as two single-threaded processes with the same global batch.
+            # cselab-PRECISION[-grouped][-2proc][-padded]: "grouped" sorts each window of 32 batches by
+            # length; "2proc" trains as two single-threaded processes with the same global batch;
+            # "padded" runs the backbone on the padded batch (train.unpad=false, the earlier default).
             parts = variant.split("-")
             run = run_cselab(corpus, parts[1], max_steps, work / variant, seed,
-                             grouping=32 if "grouped" in parts else 0, processes=2 if "2proc" in parts else 1)
+                             grouping=32 if "grouped" in parts else 0, processes=2 if "2proc" in parts else 1,
+                             unpad="padded" not in parts)
             encode = run["model"].encode
         else:
             run = run_sentence_transformers(corpus, variant.endswith("bf16"), max_steps, work / variant, seed)

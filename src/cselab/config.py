@@ -102,6 +102,8 @@ class TrainConfig:
     compile: bool = False
     # On a CPU: cheaper dropout masks and reuse of freed memory (train/cpu_speed.py).
     fast_cpu: bool = True
+    # The backbone's layers on real tokens only, no compute on padding (model/unpadded.py).
+    unpad: bool = True
 
 
 @dataclass

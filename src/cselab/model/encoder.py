@@ -77,6 +77,18 @@ class SentenceEncoder(nn.Module):
         self.mlp_only_train = mlp_only_train
         use_mlp = (pooler == "cls") if mlp is None else mlp
         self.mlp = SimCSEMLP(backbone.config.hidden_size) if use_mlp else None
+        # Speed settings of the training loop, not saved: see use_unpadded().
+        self.unpadded = False
+        self.attention_dropout = None
+
+    def use_unpadded(self, attention_dropout=None) -> bool:
+        """Run the backbone on real tokens only (model/unpadded.py) where its layout allows;
+        ``attention_dropout(x, p)`` replaces torch's dropout of attention probabilities."""
+        from cselab.model.unpadded import supports_unpadding
+
+        self.unpadded = supports_unpadding(self.backbone)
+        self.attention_dropout = attention_dropout
+        return self.unpadded
 
     # -- construction ---------------------------------------------------------------------------
     @classmethod
@@ -162,8 +174,14 @@ class SentenceEncoder(nn.Module):
         """Pooled sentence vectors; the MLP applies in training, or always unless mlp_only_train."""
         inputs = {k: v for k, v in features.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
         need_all = self.pooler in NEEDS_HIDDEN_STATES
-        output = self.backbone(**inputs, output_hidden_states=need_all, return_dict=True)
-        hidden_states = output.hidden_states if need_all else (output.last_hidden_state,)
+        if self.unpadded:
+            from cselab.model.unpadded import unpadded_forward
+
+            hidden_states = unpadded_forward(self.backbone, **inputs, all_hidden_states=need_all,
+                                             attention_dropout=self.attention_dropout)
+        else:
+            output = self.backbone(**inputs, output_hidden_states=need_all, return_dict=True)
+            hidden_states = output.hidden_states if need_all else (output.last_hidden_state,)
         pooled = self.pool(hidden_states, features["attention_mask"])
         if use_mlp is None:
             use_mlp = self.training or not self.mlp_only_train

@@ -32,7 +32,7 @@ KEEP = 2
 # Keys that may differ between the checkpoint's run and the resuming one: where files go, how
 # often they are written, and how data is loaded (views are seeded by (seed, step), not by worker).
 RESUME_SAFE_KEYS = frozenset({"train.output_dir", "train.save_steps", "train.log_steps", "train.num_workers",
-                              "train.compile", "data.dev_dir", "model.trust_remote_code"})
+                              "train.compile", "train.unpad", "data.dev_dir", "model.trust_remote_code"})
 
 
 class CheckpointError(RuntimeError):
