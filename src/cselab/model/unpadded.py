@@ -59,8 +59,7 @@ def unpadded_forward(backbone: nn.Module, input_ids: torch.Tensor, attention_mas
     ``attention_dropout(x, p)`` drops attention probabilities in training (default: torch's).
     """
     batch, length = input_ids.shape
-    flat_mask = attention_mask.reshape(-1).bool()
-    real = flat_mask.nonzero().squeeze(1)  # rows of real tokens in (batch * length)
+    real = attention_mask.reshape(-1).nonzero().squeeze(1)  # rows of real tokens in (batch * length)
     # For each padded position, its real row, or one past the last row (a zero row appended).
     source = torch.full((batch * length,), len(real), dtype=torch.long, device=input_ids.device)
     source[real] = torch.arange(len(real), device=input_ids.device)
@@ -76,33 +75,39 @@ def unpadded_forward(backbone: nn.Module, input_ids: torch.Tensor, attention_mas
         # The residual stream in the autocast dtype: otherwise every layer norm returns fp32 and
         # each of the next layer's matmuls casts it back (a copy of the activations per matmul).
         hidden = hidden.to(torch.get_autocast_dtype(hidden.device.type))
-    # Additive mask over keys, broadcast over heads and queries (pad queries are dropped anyway).
-    key_is_pad = (attention_mask == 0)[:, None, None, :]
+    # Masked keys, broadcast over (heads, batch, queries, keys); pad queries are dropped anyway.
+    key_is_pad = (attention_mask == 0)[None, :, None, :]
     dropout = attention_dropout or (lambda x, p: F.dropout(x, p, training=True))
     states = [embedded] if all_hidden_states else []
     for layer in backbone.encoder.layer:
-        hidden = _layer(layer, hidden, real, padded, key_is_pad, dropout, backbone.training)
+        hidden = _layer(layer, hidden, real, source, key_is_pad, dropout, backbone.training)
         if all_hidden_states:
             states.append(padded(hidden))
     # Poolers and losses get fp32, as from the padded forward.
     return tuple(s.float() for s in states) if all_hidden_states else (padded(hidden.float()),)
 
 
-def _layer(layer: nn.Module, hidden: torch.Tensor, real: torch.Tensor, padded: Callable,
+def _layer(layer: nn.Module, hidden: torch.Tensor, real: torch.Tensor, source: torch.Tensor,
            key_is_pad: torch.Tensor, dropout: Callable, training: bool) -> torch.Tensor:
     """One post-norm transformer layer (BERT's) on the (tokens, hidden) rows."""
     attention = layer.attention.self
     heads, head_dim = attention.num_attention_heads, attention.attention_head_size
+    batch, length = key_is_pad.shape[1], key_is_pad.shape[-1]
+    tokens = hidden.shape[0]
     # Query, key and value in one matmul over the real rows.
     qkv = F.linear(hidden, torch.cat([attention.query.weight, attention.key.weight, attention.value.weight]),
                    torch.cat([attention.query.bias, attention.key.bias, attention.value.bias]))
-    batch, length = key_is_pad.shape[0], key_is_pad.shape[-1]
-    query, key, value = padded(qkv).view(batch, length, 3, heads, head_dim).permute(2, 0, 3, 1, 4)
-    scores = torch.matmul(query, key.transpose(-1, -2)) * head_dim ** -0.5
+    # Head-major blocks (3 * heads, batch * length, head_dim): the padded layout in one gather, and
+    # each (head, sentence) block contiguous, so the attention matmuls need no further copies.
+    per_head = torch.cat([qkv, qkv.new_zeros(1, qkv.shape[1])]).view(tokens + 1, 3 * heads, head_dim).transpose(0, 1)
+    blocks = per_head.index_select(1, source).view(3, heads * batch, length, head_dim)
+    query, key, value = blocks.unbind(0)  # its backward is one stack, not three zero-filled copies
+    scores = torch.bmm(query, key.transpose(1, 2)).view(heads, batch, length, length) * head_dim ** -0.5
     probs = torch.softmax(scores.masked_fill(key_is_pad, torch.finfo(scores.dtype).min), dim=-1)
     if training and attention.dropout.p > 0:
         probs = dropout(probs, attention.dropout.p)
-    context = torch.matmul(probs, value).transpose(1, 2).reshape(batch * length, heads * head_dim)[real]
+    context = torch.bmm(probs.view(heads * batch, length, length), value)  # (heads * batch, length, head_dim)
+    context = context.view(heads, batch * length, head_dim).index_select(1, real).transpose(0, 1).reshape(tokens, -1)
     out = layer.attention.output
     hidden = out.LayerNorm(out.dropout(out.dense(context)) + hidden)
     inner = layer.intermediate.intermediate_act_fn(layer.intermediate.dense(hidden))
