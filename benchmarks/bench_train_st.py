@@ -111,14 +111,11 @@ def report(results: dict, args, corpus: Path) -> None:
     from cselab.train.flops import matmul_peak_flops
 
     # One peak for every variant, probed here with nothing else running (the fastest of ten
-    # windows, as in training); each run's own start-up probe is kept as "mfu_in_run".
+    # windows, as in training); the run's own start-up probe gave its "mfu", kept as "mfu_in_run".
     peaks = {"bf16": matmul_peak_flops(torch.bfloat16), "fp32": matmul_peak_flops(torch.float32)}
-    for name, r in results.items():
-        if r.get("model_tflops") is not None:
-            precision = "fp32" if "-fp32" in name else "bf16"
-            if "mfu_in_run" not in r:  # report() runs after every variant: convert each run once
-                r["mfu_in_run"] = r.pop("mfu", None)
-            r["mfu"] = round(r["model_tflops"] * 1e12 / peaks[precision], 4)
+    results = {name: {**r, "mfu_in_run": r["mfu"],
+                      "mfu": round(r["model_tflops"] * 1e12 / peaks["fp32" if "-fp32" in name else "bf16"], 4)}
+               if r.get("model_tflops") is not None else r for name, r in results.items()}
     rows = [[name, r.get("sentences_per_second", "-"), r.get("wall_seconds", "-"), r["stsb_dev"],
              r.get("model_tflops", "-"), r.get("mfu", "-"), r.get("mfu_in_run", "-")] for name, r in results.items()]
     ratios = {k: v for k, v in ratios.items() if v is not None}  # only pairs this run measured
@@ -168,7 +165,6 @@ def main() -> None:
                                       *(["--max-steps", str(args.max_steps)] if args.max_steps else []))
         print(variant, results[variant], flush=True)
         report(results, args, corpus)  # after every variant, so a long run leaves partial results
-    report(results, args, corpus)
 
 
 def run_variant(variant: str, corpus: Path, shared: Path, max_steps: int | None, seed: int) -> dict:

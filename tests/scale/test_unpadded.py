@@ -76,20 +76,31 @@ def test_bf16_autocast_stays_close_and_returns_fp32():
     assert (ours[real] - reference[real]).abs().max() < 0.15  # bf16 keeps ~3 significant digits
 
 
-def test_attention_dropout_is_applied_in_training_only():
+class CountingDropout(nn.Dropout):
+    """The attention's own dropout module, recording each call that drops (training mode)."""
+
+    def __init__(self, p: float, calls: list):
+        super().__init__(p)
+        self.calls = calls
+
+    def forward(self, x):
+        if self.training:
+            self.calls.append(self.p)
+        return super().forward(x)
+
+
+def test_attention_dropout_is_the_attentions_own_module_in_training_only():
     model = tiny("bert", dropout=0.5)
     ids, mask = batch(0)
     calls = []
-
-    def counting_dropout(x, p):
-        calls.append(p)
-        return torch.nn.functional.dropout(x, p, training=True)
+    for layer in model.encoder.layer:  # what use_fast_dropout swaps, the unpadded forward must call
+        layer.attention.self.dropout = CountingDropout(0.5, calls)
 
     model.eval()
-    unpadded_forward(model, ids, mask, attention_dropout=counting_dropout)
+    unpadded_forward(model, ids, mask)
     assert calls == []
     model.train()
-    first = unpadded_forward(model, ids, mask, attention_dropout=counting_dropout)[0]
+    first = unpadded_forward(model, ids, mask)[0]
     assert calls == [0.5] * SIZES["num_hidden_layers"]
     assert not torch.equal(first, unpadded_forward(model, ids, mask)[0])  # dropout draws differ
 

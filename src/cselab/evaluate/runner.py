@@ -69,18 +69,15 @@ def averages(results: dict[str, dict], names: list[str]) -> dict:
             "transfer_avg": _mean([results[n]["score"] for n in transfer]), "transfer_avg_over": transfer}
 
 
-def merge(earlier: dict, added: dict, names: list[str]) -> dict:
+def merge(earlier: dict, added: dict) -> dict:
     """``earlier``'s results extended by ``added``'s (the same model, split and probe; other tasks).
 
-    The tasks are kept in ``names``' order and the averages recomputed over all of them; the
-    timings, embedding counts and date are those of both runs together.
+    The earlier tasks come first; the averages are recomputed over all of them; timings and
+    embedding counts add up, and ``merged_from`` gives both dates.
     """
     results = {**earlier["tasks"], **added["tasks"]}
-    missing = [n for n in names if n not in results]
-    if missing:
-        raise KeyError(f"merged evaluation lacks {', '.join(missing)}")
-    stats = {k: earlier.get("embedding_stats", {}).get(k, 0) + v for k, v in added.get("embedding_stats", {}).items()}
-    return {**added, "tasks": {n: results[n] for n in names}, **averages(results, names),
-            "embedding_stats": {**earlier.get("embedding_stats", {}), **stats},
+    stats_before, stats_now = earlier.get("embedding_stats", {}), added.get("embedding_stats", {})
+    return {**added, "tasks": results, **averages(results, list(results)),
+            "embedding_stats": {k: stats_before.get(k, 0) + stats_now.get(k, 0) for k in {**stats_before, **stats_now}},
             "seconds": {**earlier.get("seconds", {}), **added.get("seconds", {})},
             "merged_from": [earlier.get("date"), added.get("date")]}

@@ -175,17 +175,19 @@ def eval_identity(job: Job, settings: SweepSettings, names: list[str]) -> dict:
             "transfer_mode": settings.transfer_mode, "data_dir": str(Path(settings.data_dir).resolve())}
 
 
-def reusable_evaluation(stored: dict | None, job: Job, settings: SweepSettings) -> dict | None:
-    """The stored result if it was made for these weights, split, probe mode and data (whatever its tasks)."""
-    identity = (stored or {}).get("sweep") or {}
-    wanted = _as_json(eval_identity(job, settings, []))
-    same = {k: v for k, v in identity.items() if k != "tasks"} == {k: v for k, v in wanted.items() if k != "tasks"}
-    return stored if identity and same else None
+def stored_evaluation(job: Job, settings: SweepSettings, names: list[str]) -> tuple[dict | None, list[str]]:
+    """The stored result, if it was made for these weights, split, probe mode and data (whatever
+    its tasks), and the tasks of ``names`` it lacks: all of them when there is none to build on."""
+    stored = read_json(job.path / eval_file(settings.eval_split)) or {}
+    identity = {k: v for k, v in (stored.get("sweep") or {}).items() if k != "tasks"}
+    wanted = {k: v for k, v in _as_json(eval_identity(job, settings, [])).items() if k != "tasks"}
+    if identity != wanted:
+        return None, names
+    return stored, [n for n in names if n not in stored["tasks"]]
 
 
 def evaluation_done(job: Job, settings: SweepSettings, names: list[str]) -> bool:
-    stored = reusable_evaluation(read_json(job.path / eval_file(settings.eval_split)), job, settings)
-    return stored is not None and all(n in stored["tasks"] for n in names)
+    return not stored_evaluation(job, settings, names)[1]
 
 
 def record_versions(path: Path, stage: str) -> None:
@@ -247,8 +249,7 @@ def run_job(job: Job, settings: SweepSettings, names: list[str] | None,
     if names is None:
         return Outcome(job, training, "off", summary)
     # A study that adds a task later evaluates only that task; the stored ones are kept.
-    stored = reusable_evaluation(read_json(job.path / eval_file(settings.eval_split)), job, settings)
-    todo = [n for n in names if stored is None or n not in stored["tasks"]]
+    stored, todo = stored_evaluation(job, settings, names)
     if not todo:
         return Outcome(job, training, "skipped", summary)
     record_versions(job.path, "eval")
@@ -256,10 +257,9 @@ def run_job(job: Job, settings: SweepSettings, names: list[str] | None,
     if stored is not None:
         from cselab.evaluate.runner import merge
 
-        names = list(stored["tasks"]) + todo
-        result = merge(stored, result, names)
+        result = merge(stored, result)
     result["run"] = {"recipe": recipe_label(job.recipe), "seed": job.seed, "path": str(job.path)}
-    result["sweep"] = eval_identity(job, settings, names)
+    result["sweep"] = eval_identity(job, settings, list(result["tasks"]))
     write_json(job.path / eval_file(settings.eval_split), result)
     return Outcome(job, training, "evaluated", summary)
 

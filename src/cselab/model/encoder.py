@@ -77,17 +77,13 @@ class SentenceEncoder(nn.Module):
         self.mlp_only_train = mlp_only_train
         use_mlp = (pooler == "cls") if mlp is None else mlp
         self.mlp = SimCSEMLP(backbone.config.hidden_size) if use_mlp else None
-        # Speed settings of the training loop, not saved: see use_unpadded().
-        self.unpadded = False
-        self.attention_dropout = None
+        self.unpadded = False  # a speed setting of the training loop, not saved: see use_unpadded()
 
-    def use_unpadded(self, attention_dropout=None) -> bool:
-        """Run the backbone on real tokens only (model/unpadded.py) where its layout allows;
-        ``attention_dropout(x, p)`` replaces torch's dropout of attention probabilities."""
+    def use_unpadded(self) -> bool:
+        """Run the backbone on real tokens only (model/unpadded.py) where its layout allows."""
         from cselab.model.unpadded import supports_unpadding
 
         self.unpadded = supports_unpadding(self.backbone)
-        self.attention_dropout = attention_dropout
         return self.unpadded
 
     # -- construction ---------------------------------------------------------------------------
@@ -177,8 +173,7 @@ class SentenceEncoder(nn.Module):
         if self.unpadded:
             from cselab.model.unpadded import unpadded_forward
 
-            hidden_states = unpadded_forward(self.backbone, **inputs, all_hidden_states=need_all,
-                                             attention_dropout=self.attention_dropout)
+            hidden_states = unpadded_forward(self.backbone, **inputs, all_hidden_states=need_all)
         else:
             output = self.backbone(**inputs, output_hidden_states=need_all, return_dict=True)
             hidden_states = output.hidden_states if need_all else (output.last_hidden_state,)

@@ -18,8 +18,6 @@ not supported: :func:`supports_unpadding` says so and the encoder keeps the padd
 """
 from __future__ import annotations
 
-from typing import Callable
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -49,14 +47,17 @@ def supports_unpadding(backbone: nn.Module) -> bool:
     return True
 
 
+def _with_zero_row(rows: torch.Tensor) -> torch.Tensor:
+    """``rows`` and one row of zeros after them: what every pad position gathers."""
+    return torch.cat([rows, rows.new_zeros(1, *rows.shape[1:])])
+
+
 def unpadded_forward(backbone: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                      token_type_ids: torch.Tensor | None = None, all_hidden_states: bool = False,
-                     attention_dropout: Callable[[torch.Tensor, float], torch.Tensor] | None = None,
                      ) -> tuple[torch.Tensor, ...]:
     """Hidden states (batch, length, hidden), padded with zeros: the last layer's, or with
     ``all_hidden_states`` the embeddings' and every layer's (as Hugging Face's ``hidden_states``).
-
-    ``attention_dropout(x, p)`` drops attention probabilities in training (default: torch's).
+    Dropout is the backbone's own modules' (whatever the training loop swapped in).
     """
     batch, length = input_ids.shape
     real = attention_mask.reshape(-1).nonzero().squeeze(1)  # rows of real tokens in (batch * length)
@@ -66,8 +67,7 @@ def unpadded_forward(backbone: nn.Module, input_ids: torch.Tensor, attention_mas
 
     def padded(rows: torch.Tensor) -> torch.Tensor:
         # A gather (one pass); its backward adds into the small (tokens, width) gradient.
-        with_zero = torch.cat([rows, rows.new_zeros(1, rows.shape[-1])])
-        return with_zero.index_select(0, source).view(batch, length, -1)
+        return _with_zero_row(rows).index_select(0, source).view(batch, length, -1)
 
     embedded = backbone.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
     hidden = embedded.reshape(batch * length, -1).index_select(0, real)
@@ -77,10 +77,9 @@ def unpadded_forward(backbone: nn.Module, input_ids: torch.Tensor, attention_mas
         hidden = hidden.to(torch.get_autocast_dtype(hidden.device.type))
     # Masked keys, broadcast over (heads, batch, queries, keys); pad queries are dropped anyway.
     key_is_pad = (attention_mask == 0)[None, :, None, :]
-    dropout = attention_dropout or (lambda x, p: F.dropout(x, p, training=True))
     states = [embedded] if all_hidden_states else []
     for layer in backbone.encoder.layer:
-        hidden = _layer(layer, hidden, real, source, key_is_pad, dropout, backbone.training)
+        hidden = _layer(layer, hidden, real, source, key_is_pad)
         if all_hidden_states:
             states.append(padded(hidden))
     # Poolers and losses get fp32, as from the padded forward.
@@ -88,7 +87,7 @@ def unpadded_forward(backbone: nn.Module, input_ids: torch.Tensor, attention_mas
 
 
 def _layer(layer: nn.Module, hidden: torch.Tensor, real: torch.Tensor, source: torch.Tensor,
-           key_is_pad: torch.Tensor, dropout: Callable, training: bool) -> torch.Tensor:
+           key_is_pad: torch.Tensor) -> torch.Tensor:
     """One post-norm transformer layer (BERT's) on the (tokens, hidden) rows."""
     attention = layer.attention.self
     heads, head_dim = attention.num_attention_heads, attention.attention_head_size
@@ -99,13 +98,11 @@ def _layer(layer: nn.Module, hidden: torch.Tensor, real: torch.Tensor, source: t
                    torch.cat([attention.query.bias, attention.key.bias, attention.value.bias]))
     # Head-major blocks (3 * heads, batch * length, head_dim): the padded layout in one gather, and
     # each (head, sentence) block contiguous, so the attention matmuls need no further copies.
-    per_head = torch.cat([qkv, qkv.new_zeros(1, qkv.shape[1])]).view(tokens + 1, 3 * heads, head_dim).transpose(0, 1)
+    per_head = _with_zero_row(qkv).view(tokens + 1, 3 * heads, head_dim).transpose(0, 1)
     blocks = per_head.index_select(1, source).view(3, heads * batch, length, head_dim)
     query, key, value = blocks.unbind(0)  # its backward is one stack, not three zero-filled copies
     scores = torch.bmm(query, key.transpose(1, 2)).view(heads, batch, length, length) * head_dim ** -0.5
-    probs = torch.softmax(scores.masked_fill(key_is_pad, torch.finfo(scores.dtype).min), dim=-1)
-    if training and attention.dropout.p > 0:
-        probs = dropout(probs, attention.dropout.p)
+    probs = attention.dropout(torch.softmax(scores.masked_fill(key_is_pad, torch.finfo(scores.dtype).min), dim=-1))
     context = torch.bmm(probs.view(heads * batch, length, length), value)  # (heads * batch, length, head_dim)
     context = context.view(heads, batch * length, head_dim).index_select(1, real).transpose(0, 1).reshape(tokens, -1)
     out = layer.attention.output

@@ -28,8 +28,7 @@ from cselab.losses.base import StepOutputs
 from cselab.model.encoder import SentenceEncoder
 from cselab.model.heads import build_head
 from cselab.train import checkpoint as ckpt
-from cselab.train.cpu_speed import (fast_dropout, reuse_freed_memory, use_fast_dropout,
-                                     use_persistent_embedding_grad)
+from cselab.train.cpu_speed import reuse_freed_memory, use_fast_dropout, use_persistent_embedding_grad
 from cselab.train.distributed import gather_outputs, world_size
 from cselab.train.flops import matmul_peak_flops, non_embedding_parameters, training_flops
 from cselab.train.gradcache import grad_cache_backward
@@ -274,15 +273,14 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
     scheduler = make_scheduler(optimizer, config.optim.schedule,
                                int(config.optim.warmup_ratio * total_steps), total_steps)
     model = encoder
-    # Compiled, torch's dropout draws its masks inside inductor's fused kernels; fast_dropout's
-    # in-place random_ would break the graph at every dropout instead.
-    fast_masks = config.train.fast_cpu and accelerator.device.type == "cpu" and not config.train.compile
-    if fast_masks:
-        use_fast_dropout(model.backbone)
     if config.train.fast_cpu and accelerator.device.type == "cpu":
+        # Compiled, torch's dropout draws its masks inside inductor's fused kernels; fast_dropout's
+        # in-place random_ would break the graph at every dropout instead.
+        if not config.train.compile:
+            use_fast_dropout(model.backbone)
         reuse_freed_memory()
         use_persistent_embedding_grad(model.backbone)
-    if config.train.unpad and not model.use_unpadded(fast_dropout if fast_masks else None):
+    if config.train.unpad and not model.use_unpadded():
         log.warning("train.unpad: %s has no BERT-style layers; it runs padded", type(model.backbone).__name__)
     if config.train.compile:
         model.backbone.compile(dynamic=True)  # in place: parameter names (and checkpoints) unchanged
