@@ -19,6 +19,19 @@ def test_fast_dropout_keeps_each_element_with_probability_one_minus_p():
     assert out.mean().item() == pytest.approx(1.0, abs=0.01)  # inverted dropout keeps the expectation
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
+def test_fast_dropout_in_other_dtypes_keeps_values_and_rate(dtype):
+    torch.manual_seed(2)
+    n, p = 200_000, 0.25
+    x = torch.rand(n, dtype=dtype) + 1
+    out = fast_dropout(x, p)
+    kept = out != 0
+    assert out.dtype == dtype
+    assert abs(kept.double().mean().item() - (1 - p)) < 5 * math.sqrt(p * (1 - p) / n)
+    assert torch.equal(out[kept], x[kept] * (1 / (1 - p)))
+    assert torch.equal(fast_dropout(x, 1.0), torch.zeros_like(x))
+
+
 def test_fast_dropout_masks_are_independent_of_position():
     torch.manual_seed(1)
     masks = torch.stack([fast_dropout(torch.ones(8), 0.5) > 0 for _ in range(4000)]).float()

@@ -6,8 +6,9 @@ spends that share of every linear layer (nearly all of an encoder's FLOPs) on pa
 1. the embeddings are computed on the padded batch (a lookup: cheap), then the real tokens are
    gathered once into a ``(tokens, hidden)`` matrix;
 2. each layer's query/key/value projection (one fused matmul), attention output, feed-forward,
-   dropout and layer norms work on that matrix; only the attention itself scatters its rows back
-   into ``(batch, heads, length, head_dim)`` blocks and gathers the result;
+   dropout and layer norms work on that matrix; only the attention itself moves its rows into
+   head-major ``(heads * batch, length, head_dim)`` blocks and back. Every such move is a gather,
+   forward and backward (autograd would scatter-add, 4x slower on this CPU);
 3. the hidden states are scattered back into the padded layout (zeros at pads), so poolers, the MLM
    head and ``output_hidden_states`` users see the shapes Hugging Face returns.
 
@@ -47,9 +48,59 @@ def supports_unpadding(backbone: nn.Module) -> bool:
     return True
 
 
-def _with_zero_row(rows: torch.Tensor) -> torch.Tensor:
-    """``rows`` and one row of zeros after them: what every pad position gathers."""
-    return torch.cat([rows, rows.new_zeros(1, *rows.shape[1:])])
+class _Positions:
+    """Where a batch's real tokens sit: ``real`` (tokens,) indexes them in the flattened
+    ``(batch * length)`` layout; ``source`` (batch * length,) gives each padded position its row
+    among the real ones, or ``tokens`` (one past the last: a row of zeros) at a pad."""
+
+    def __init__(self, attention_mask: torch.Tensor):
+        self.real = attention_mask.reshape(-1).nonzero().squeeze(1)
+        self.source = torch.full((attention_mask.numel(),), len(self.real), dtype=torch.long,
+                                 device=attention_mask.device)
+        self.source[self.real] = torch.arange(len(self.real), device=attention_mask.device)
+
+
+class _Pad(torch.autograd.Function):
+    """(tokens, groups * width) rows -> (groups, batch * length, width), zeros at the pads.
+
+    Both directions are gathers: the backward reads the real positions' gradients back, instead of
+    autograd's scatter-add of an ``index_select`` (4x slower here). It is exact, as the zero rows
+    are constants."""
+
+    @staticmethod
+    def forward(ctx, rows: torch.Tensor, groups: int, positions: _Positions) -> torch.Tensor:
+        ctx.positions = positions
+        return _pad(rows, groups, positions)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return _unpad(grad, ctx.positions), None, None
+
+
+class _Unpad(torch.autograd.Function):
+    """(groups, batch * length, width) -> (tokens, groups * width) rows of the real positions;
+    the inverse of :class:`_Pad` (pads get zero gradient, as they were not read)."""
+
+    @staticmethod
+    def forward(ctx, blocks: torch.Tensor, positions: _Positions) -> torch.Tensor:
+        ctx.positions, ctx.groups = positions, blocks.shape[0]
+        return _unpad(blocks, positions)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return _pad(grad, ctx.groups, ctx.positions), None
+
+
+def _pad(rows: torch.Tensor, groups: int, positions: _Positions) -> torch.Tensor:
+    per_group = rows.view(rows.shape[0], groups, -1).transpose(0, 1)
+    # One copy makes the group-major layout and appends the zero row that pads gather.
+    with_zero = torch.cat([per_group, per_group.new_zeros(groups, 1, per_group.shape[-1])], dim=1)
+    return with_zero.index_select(1, positions.source)
+
+
+def _unpad(blocks: torch.Tensor, positions: _Positions) -> torch.Tensor:
+    rows = blocks.index_select(1, positions.real)
+    return rows.transpose(0, 1).reshape(rows.shape[1], -1)
 
 
 def unpadded_forward(backbone: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
@@ -60,51 +111,53 @@ def unpadded_forward(backbone: nn.Module, input_ids: torch.Tensor, attention_mas
     Dropout is the backbone's own modules' (whatever the training loop swapped in).
     """
     batch, length = input_ids.shape
-    real = attention_mask.reshape(-1).nonzero().squeeze(1)  # rows of real tokens in (batch * length)
-    # For each padded position, its real row, or one past the last row (a zero row appended).
-    source = torch.full((batch * length,), len(real), dtype=torch.long, device=input_ids.device)
-    source[real] = torch.arange(len(real), device=input_ids.device)
+    positions = _Positions(attention_mask)
 
     def padded(rows: torch.Tensor) -> torch.Tensor:
-        # A gather (one pass); its backward adds into the small (tokens, width) gradient.
-        return _with_zero_row(rows).index_select(0, source).view(batch, length, -1)
+        return _Pad.apply(rows, 1, positions).view(batch, length, -1)
 
     embedded = backbone.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
-    hidden = embedded.reshape(batch * length, -1).index_select(0, real)
+    hidden = _Unpad.apply(embedded.reshape(1, batch * length, -1), positions)
     if torch.is_autocast_enabled(hidden.device.type):
         # The residual stream in the autocast dtype: otherwise every layer norm returns fp32 and
         # each of the next layer's matmuls casts it back (a copy of the activations per matmul).
         hidden = hidden.to(torch.get_autocast_dtype(hidden.device.type))
-    # Masked keys, broadcast over (heads, batch, queries, keys); pad queries are dropped anyway.
-    key_is_pad = (attention_mask == 0)[None, :, None, :]
+        dtype = hidden.dtype
+    else:
+        dtype = embedded.dtype
+    # Added to the scores of pad keys (as Hugging Face's additive mask), for every (head, sentence)
+    # block: an addition fused into the score matmul, where a bool mask would be a slow extra pass.
+    heads = backbone.encoder.layer[0].attention.self.num_attention_heads
+    key_bias = torch.zeros(batch, 1, length, dtype=dtype, device=input_ids.device)
+    key_bias.masked_fill_(attention_mask[:, None, :] == 0, torch.finfo(dtype).min)
+    key_bias = key_bias.repeat(heads, 1, 1)  # (heads * batch, 1, length): head-major, as the blocks
     states = [embedded] if all_hidden_states else []
     for layer in backbone.encoder.layer:
-        hidden = _layer(layer, hidden, real, source, key_is_pad)
+        hidden = _layer(layer, hidden, positions, key_bias, length)
         if all_hidden_states:
             states.append(padded(hidden))
     # Poolers and losses get fp32, as from the padded forward.
     return tuple(s.float() for s in states) if all_hidden_states else (padded(hidden.float()),)
 
 
-def _layer(layer: nn.Module, hidden: torch.Tensor, real: torch.Tensor, source: torch.Tensor,
-           key_is_pad: torch.Tensor) -> torch.Tensor:
+def _layer(layer: nn.Module, hidden: torch.Tensor, positions: _Positions, key_bias: torch.Tensor,
+           length: int) -> torch.Tensor:
     """One post-norm transformer layer (BERT's) on the (tokens, hidden) rows."""
     attention = layer.attention.self
     heads, head_dim = attention.num_attention_heads, attention.attention_head_size
-    batch, length = key_is_pad.shape[1], key_is_pad.shape[-1]
-    tokens = hidden.shape[0]
-    # Query, key and value in one matmul over the real rows.
-    qkv = F.linear(hidden, torch.cat([attention.query.weight, attention.key.weight, attention.value.weight]),
-                   torch.cat([attention.query.bias, attention.key.bias, attention.value.bias]))
-    # Head-major blocks (3 * heads, batch * length, head_dim): the padded layout in one gather, and
-    # each (head, sentence) block contiguous, so the attention matmuls need no further copies.
-    per_head = _with_zero_row(qkv).view(tokens + 1, 3 * heads, head_dim).transpose(0, 1)
-    blocks = per_head.index_select(1, source).view(3, heads * batch, length, head_dim)
+    # Query, key and value in one matmul over the real rows; the query part carries the
+    # 1/sqrt(head_dim) scale (a 384 x 384 product instead of a pass over every score).
+    scale = head_dim ** -0.5
+    qkv = F.linear(hidden, torch.cat([attention.query.weight * scale, attention.key.weight, attention.value.weight]),
+                   torch.cat([attention.query.bias * scale, attention.key.bias, attention.value.bias]))
+    # Head-major padded blocks (3 * heads * batch, length, head_dim): each (head, sentence) block is
+    # contiguous, so the attention matmuls need no further copies.
+    blocks = _Pad.apply(qkv, 3 * heads, positions).view(3, -1, length, head_dim)
     query, key, value = blocks.unbind(0)  # its backward is one stack, not three zero-filled copies
-    scores = torch.bmm(query, key.transpose(1, 2)).view(heads, batch, length, length) * head_dim ** -0.5
-    probs = attention.dropout(torch.softmax(scores.masked_fill(key_is_pad, torch.finfo(scores.dtype).min), dim=-1))
-    context = torch.bmm(probs.view(heads * batch, length, length), value)  # (heads * batch, length, head_dim)
-    context = context.view(heads, batch * length, head_dim).index_select(1, real).transpose(0, 1).reshape(tokens, -1)
+    scores = torch.baddbmm(key_bias, query, key.transpose(1, 2))
+    probs = attention.dropout(torch.softmax(scores, dim=-1))
+    context = torch.bmm(probs, value).view(heads, -1, head_dim)  # (heads, batch * length, head_dim)
+    context = _Unpad.apply(context, positions)  # pad queries' rows are dropped
     out = layer.attention.output
     hidden = out.LayerNorm(out.dropout(out.dense(context)) + hidden)
     inner = layer.intermediate.intermediate_act_fn(layer.intermediate.dense(hidden))

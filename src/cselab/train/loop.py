@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import shutil
 import signal
@@ -91,6 +90,18 @@ def make_optimizer(parameters, config: Config) -> torch.optim.Optimizer:
         return torch.optim.AdamW(parameters, lr=config.optim.lr, weight_decay=config.optim.weight_decay, fused=True)
     except (RuntimeError, TypeError):
         return torch.optim.AdamW(parameters, lr=config.optim.lr, weight_decay=config.optim.weight_decay)
+
+
+def clip_gradients(parameters: list[torch.nn.Parameter], max_norm: float) -> torch.Tensor:
+    """The gradients' total norm, after scaling them to ``max_norm`` (0: no clipping) as
+    ``clip_grad_norm_`` does; but a step whose norm is within the limit does not multiply every
+    gradient by a coefficient of 1 (a pass over all parameters, ~1% of a CPU step)."""
+    grads = [p.grad for p in parameters if p.grad is not None]
+    norm = torch.nn.utils.get_total_norm(grads)
+    # clip_grad_norm_'s coefficient is max_norm / (norm + 1e-6), clamped to 1.
+    if max_norm and norm + 1e-6 > max_norm:
+        torch.nn.utils.clip_grads_with_norm_(parameters, max_norm, norm)
+    return norm
 
 
 def term_sizes(encoder: SentenceEncoder, head: torch.nn.Module, config: Config) -> dict:
@@ -385,8 +396,7 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
                 accelerator.backward(loss * processes)
             if processes > 1:
                 average_gradients(trainable)
-            # Clipping to max_norm=inf measures the norm without changing the gradients.
-            grad_norm = torch.nn.utils.clip_grad_norm_(trainable.parameters(), config.optim.max_grad_norm or math.inf)
+            grad_norm = clip_gradients(list(trainable.parameters()), config.optim.max_grad_norm)
             if not torch.isfinite(torch.as_tensor(grad_norm)):
                 raise TrainingError(f"step {done}: gradient norm is {float(grad_norm)}; stopped before updating the "
                                     f"weights. Checkpoints and the best model so far stay in {out_dir} ({advice})")
