@@ -48,20 +48,33 @@ def supports_unpadding(backbone: nn.Module) -> bool:
     return True
 
 
+ROW_MULTIPLE = 64
+
+
 class _Positions:
-    """Where a batch's real tokens sit: ``real`` (tokens,) indexes them in the flattened
-    ``(batch * length)`` layout; ``source`` (batch * length,) gives each padded position its row
-    among the real ones, or ``tokens`` (one past the last: a row of zeros) at a pad."""
+    """Where a batch's real tokens sit. The rows are the real tokens in order, then zero rows up to
+    a multiple of :data:`ROW_MULTIPLE`: a matmul's shape then takes a few values, not one per batch,
+    and oneDNN reuses its compiled kernels (a new row count costs ~40 kernel compilations per step
+    and their fresh code pages, ~10% of a step). The extra rows are never read as tokens: their
+    values flow through the layers but no gather reads them back, so their gradient is zero.
+
+    ``real`` (rows,) indexes each row's token in the flattened ``(batch * length)`` layout (any
+    position for an extra row, zeroed after the gather); ``source`` (batch * length,) gives each
+    position its row, or ``rows`` at a pad (one past the last: the zero row :func:`_pad` appends).
+    """
 
     def __init__(self, attention_mask: torch.Tensor):
-        self.real = attention_mask.reshape(-1).nonzero().squeeze(1)
-        self.source = torch.full((attention_mask.numel(),), len(self.real), dtype=torch.long,
-                                 device=attention_mask.device)
-        self.source[self.real] = torch.arange(len(self.real), device=attention_mask.device)
+        device = attention_mask.device
+        real = attention_mask.reshape(-1).nonzero().squeeze(1)
+        self.tokens = len(real)
+        self.rows = -(-self.tokens // ROW_MULTIPLE) * ROW_MULTIPLE
+        self.real = torch.cat([real, real.new_zeros(self.rows - self.tokens)])
+        self.source = torch.full((attention_mask.numel(),), self.rows, dtype=torch.long, device=device)
+        self.source[real] = torch.arange(self.tokens, device=device)
 
 
 class _Pad(torch.autograd.Function):
-    """(tokens, groups * width) rows -> (groups, batch * length, width), zeros at the pads.
+    """(rows, groups * width) -> (groups, batch * length, width), zeros at the pads.
 
     Both directions are gathers: the backward reads the real positions' gradients back, instead of
     autograd's scatter-add of an ``index_select`` (4x slower here). It is exact, as the zero rows
@@ -78,7 +91,7 @@ class _Pad(torch.autograd.Function):
 
 
 class _Unpad(torch.autograd.Function):
-    """(groups, batch * length, width) -> (tokens, groups * width) rows of the real positions;
+    """(groups, batch * length, width) -> (rows, groups * width): the real positions, then zero rows;
     the inverse of :class:`_Pad` (pads get zero gradient, as they were not read)."""
 
     @staticmethod
@@ -100,6 +113,7 @@ def _pad(rows: torch.Tensor, groups: int, positions: _Positions) -> torch.Tensor
 
 def _unpad(blocks: torch.Tensor, positions: _Positions) -> torch.Tensor:
     rows = blocks.index_select(1, positions.real)
+    rows[:, positions.tokens:] = 0
     return rows.transpose(0, 1).reshape(rows.shape[1], -1)
 
 
