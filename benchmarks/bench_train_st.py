@@ -118,7 +118,7 @@ def report(results: dict, args, corpus: Path, probes: dict) -> None:
     ratios["speed cselab-bf16 / st-bf16"] = ratio("cselab-bf16", "st-bf16")
     # One peak for every variant: the highest of the probes made before the first variant and after
     # each one, with nothing else running. The speed of this virtual machine drifts by 10-20% over
-    # minutes, so the highest probe is the conservative denominator. The run's own start-up probe
+    # minutes, so the highest probe is the conservative denominator. The loop's own probes
     # gave its "mfu", kept as "mfu_in_run".
     peaks = {name: max(values) for name, values in probes.items()}
     results = {name: {**r, "mfu_in_run": r["mfu"],
@@ -139,7 +139,7 @@ def report(results: dict, args, corpus: Path, probes: dict) -> None:
               f"the run) / the machine's matmul peak (bf16 {peaks['bf16'] / 1e12:.3f} TFLOP/s, fp32 "
               f"{peaks['fp32'] / 1e12:.3f} TFLOP/s): the highest of {len(probes['bf16'])} probes made before the "
               "first variant and after each one (1024x1024 matmuls, fastest of ten 0.1 s windows; every probe is in "
-              "the JSON); MFU in run = the same against the run's own start-up probe.")
+              "the JSON); MFU in run = the same against the peak the training loop probed itself (train/loop.py).")
     write_results(args.name, {"results": results, "ratios": ratios, "max_steps": args.max_steps,
                               "matmul_peak_flops": peaks, "matmul_peak_probes": probes},
                   "Training: cselab vs sentence-transformers (unsupervised SimCSE)",

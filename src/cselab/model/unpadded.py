@@ -105,7 +105,7 @@ class _Unpad(torch.autograd.Function):
 
 
 def _pad(rows: torch.Tensor, groups: int, positions: _Positions) -> torch.Tensor:
-    per_group = rows.view(rows.shape[0], groups, -1).transpose(0, 1)
+    per_group = rows.reshape(rows.shape[0], groups, -1).transpose(0, 1)
     # One copy makes the group-major layout and appends the zero row that pads gather.
     with_zero = torch.cat([per_group, per_group.new_zeros(groups, 1, per_group.shape[-1])], dim=1)
     return with_zero.index_select(1, positions.source)

@@ -1,4 +1,4 @@
-"""The loop's gradient clipping equals torch's clip_grad_norm_, including when nothing is clipped."""
+"""Helpers of the training loop: gradient clipping equals torch's clip_grad_norm_; the matmul peak keeps its highest probe."""
 
 import pytest
 import torch
@@ -25,3 +25,15 @@ def test_clip_gradients_matches_clip_grad_norm(scale, max_norm):
     if max_norm and scale == 100.0:  # it did clip
         clipped = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in ours.parameters()]))
         assert clipped == pytest.approx(max_norm, rel=1e-4)
+
+
+def test_the_peak_is_the_highest_probe_so_far(monkeypatch):
+    import cselab.train.loop as loop
+
+    probes = iter([2.0e11, 3.0e11, 1.0e11])
+    monkeypatch.setattr(loop, "matmul_peak_flops", lambda dtype, seconds, device: next(probes))
+    monkeypatch.setattr(loop, "_PEAKS", {})
+    assert loop.measured_peak(torch.bfloat16, "cpu") == 2.0e11
+    assert loop.measured_peak(torch.bfloat16, "cpu") == 2.0e11  # cached: no second probe
+    assert loop.measured_peak(torch.bfloat16, "cpu", again=True) == 3.0e11
+    assert loop.measured_peak(torch.bfloat16, "cpu", again=True) == 3.0e11  # a slower probe does not lower it
