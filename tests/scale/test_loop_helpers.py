@@ -27,13 +27,21 @@ def test_clip_gradients_matches_clip_grad_norm(scale, max_norm):
         assert clipped == pytest.approx(max_norm, rel=1e-4)
 
 
-def test_the_peak_is_the_highest_probe_so_far(monkeypatch):
+def test_the_peak_is_the_highest_probe_so_far_and_probed_again_when_beaten_or_old(monkeypatch):
     import cselab.train.loop as loop
 
-    probes = iter([2.0e11, 3.0e11, 1.0e11])
+    probes = iter([2.0e11, 3.0e11, 1.0e11, 2.5e11])
     monkeypatch.setattr(loop, "matmul_peak_flops", lambda dtype, seconds, device: next(probes))
     monkeypatch.setattr(loop, "_PEAKS", {})
     assert loop.measured_peak(torch.bfloat16, "cpu") == 2.0e11
-    assert loop.measured_peak(torch.bfloat16, "cpu") == 2.0e11  # cached: no second probe
-    assert loop.measured_peak(torch.bfloat16, "cpu", again=True) == 3.0e11
-    assert loop.measured_peak(torch.bfloat16, "cpu", again=True) == 3.0e11  # a slower probe does not lower it
+    assert loop.measured_peak(torch.bfloat16, "cpu") == 2.0e11  # fresh: no second probe
+    # A window beating the peak probes again, but not within REPROBE_MIN_SECONDS of the last probe.
+    assert loop.measured_peak(torch.bfloat16, "cpu", achieved=2.2e11) == 2.0e11
+    monkeypatch.setattr(loop, "REPROBE_MIN_SECONDS", -1.0)
+    assert loop.measured_peak(torch.bfloat16, "cpu", achieved=1.9e11) == 2.0e11  # not beaten: no probe
+    assert loop.measured_peak(torch.bfloat16, "cpu", achieved=2.2e11) == 3.0e11
+    assert loop.measured_peak(torch.bfloat16, "cpu", achieved=3.1e11) == 3.0e11  # a slower probe does not lower it
+    # An old probe is repeated whatever the windows achieve.
+    monkeypatch.setattr(loop, "REPROBE_SECONDS", -1.0)
+    assert loop.measured_peak(torch.bfloat16, "cpu") == 3.0e11  # the fourth probe (2.5e11) was taken
+    assert next(probes, None) is None

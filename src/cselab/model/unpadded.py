@@ -136,9 +136,7 @@ def unpadded_forward(backbone: nn.Module, input_ids: torch.Tensor, attention_mas
         # The residual stream in the autocast dtype: otherwise every layer norm returns fp32 and
         # each of the next layer's matmuls casts it back (a copy of the activations per matmul).
         hidden = hidden.to(torch.get_autocast_dtype(hidden.device.type))
-        dtype = hidden.dtype
-    else:
-        dtype = embedded.dtype
+    dtype = hidden.dtype
     # Added to the scores of pad keys (as Hugging Face's additive mask), for every (head, sentence)
     # block: an addition fused into the score matmul, where a bool mask would be a slow extra pass.
     heads = backbone.encoder.layer[0].attention.self.num_attention_heads
@@ -147,16 +145,16 @@ def unpadded_forward(backbone: nn.Module, input_ids: torch.Tensor, attention_mas
     key_bias = key_bias.repeat(heads, 1, 1)  # (heads * batch, 1, length): head-major, as the blocks
     states = [embedded] if all_hidden_states else []
     for layer in backbone.encoder.layer:
-        hidden = _layer(layer, hidden, positions, key_bias, length)
+        hidden = _layer(layer, hidden, positions, key_bias)
         if all_hidden_states:
             states.append(padded(hidden))
     # Poolers and losses get fp32, as from the padded forward.
     return tuple(s.float() for s in states) if all_hidden_states else (padded(hidden.float()),)
 
 
-def _layer(layer: nn.Module, hidden: torch.Tensor, positions: _Positions, key_bias: torch.Tensor,
-           length: int) -> torch.Tensor:
-    """One post-norm transformer layer (BERT's) on the (tokens, hidden) rows."""
+def _layer(layer: nn.Module, hidden: torch.Tensor, positions: _Positions, key_bias: torch.Tensor) -> torch.Tensor:
+    """One post-norm transformer layer (BERT's) on the (rows, hidden) matrix; ``key_bias`` is
+    (heads * batch, 1, length)."""
     attention = layer.attention.self
     heads, head_dim = attention.num_attention_heads, attention.attention_head_size
     # Query, key and value in one matmul over the real rows; the query part carries the
@@ -166,7 +164,7 @@ def _layer(layer: nn.Module, hidden: torch.Tensor, positions: _Positions, key_bi
                    torch.cat([attention.query.bias * scale, attention.key.bias, attention.value.bias]))
     # Head-major padded blocks (3 * heads * batch, length, head_dim): each (head, sentence) block is
     # contiguous, so the attention matmuls need no further copies.
-    blocks = _Pad.apply(qkv, 3 * heads, positions).view(3, -1, length, head_dim)
+    blocks = _Pad.apply(qkv, 3 * heads, positions).view(3, -1, key_bias.shape[-1], head_dim)
     query, key, value = blocks.unbind(0)  # its backward is one stack, not three zero-filled copies
     scores = torch.baddbmm(key_bias, query, key.transpose(1, 2))
     probs = attention.dropout(torch.softmax(scores, dim=-1))

@@ -117,19 +117,25 @@ def term_sizes(encoder: SentenceEncoder, head: torch.nn.Module, config: Config) 
             "num_labels": len(config.views.label) + 1 if config.views.label else None}
 
 
-_PEAKS: dict = {}
-REPROBE_SECONDS = 600.0  # the peak is probed again this often (and sooner if a window beats it,
-REPROBE_MIN_SECONDS = 120.0  # but not more often than this: a probe costs a second)
+_PEAKS: dict = {}  # (dtype, device) -> (highest probe, when it was last probed)
+REPROBE_SECONDS = 600.0  # the peak is probed again this often, and sooner when a window beats it,
+REPROBE_MIN_SECONDS = 120.0  # but not more often than this: a probe costs a second
 
 
-def measured_peak(dtype: torch.dtype, device: str, again: bool = False) -> float:
-    """The matmul peak of this machine: the highest of this process's one-second probes. The first
-    call probes; ``again`` probes once more. A virtual machine's speed drifts by 10-20% over
-    minutes, and a probe that caught a slow second would overstate every MFU after it."""
-    key = (dtype, device)
-    if key not in _PEAKS or again:
-        _PEAKS[key] = max(_PEAKS.get(key, 0.0), matmul_peak_flops(dtype, seconds=1.0, device=device))
-    return _PEAKS[key]
+def measured_peak(dtype: torch.dtype, device: str, achieved: float = 0.0) -> float:
+    """The matmul peak of this machine: the highest of this process's one-second probes.
+
+    The first call probes; later calls probe again after :data:`REPROBE_SECONDS`, or after
+    :data:`REPROBE_MIN_SECONDS` when ``achieved`` (a window's FLOP/s) beats the peak. A virtual
+    machine's speed drifts by 10-20% over minutes, and a probe that caught a slow second would
+    overstate every MFU after it.
+    """
+    peak, probed_at = _PEAKS.get((dtype, device), (0.0, None))
+    since = None if probed_at is None else time.perf_counter() - probed_at
+    if since is None or since > REPROBE_SECONDS or (achieved > peak and since > REPROBE_MIN_SECONDS):
+        peak = max(peak, matmul_peak_flops(dtype, seconds=1.0, device=device))
+        _PEAKS[(dtype, device)] = (peak, time.perf_counter())
+    return peak
 
 
 def average_gradients(module: torch.nn.Module) -> None:
@@ -340,8 +346,7 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
 
     # Hardware efficiency: model FLOP/s against this machine's measured matmul peak.
     matmul_dtype = torch.bfloat16 if precision == "bf16" else torch.float16 if precision == "fp16" else torch.float32
-    peak_flops = measured_peak(matmul_dtype, accelerator.device.type)
-    probed_at = time.perf_counter()
+    measured_peak(matmul_dtype, accelerator.device.type)  # probed before the first step
     flop_params = non_embedding_parameters(model)
     window = {"flops": 0.0, "seconds": 0.0, "tokens": 0, "padded": 0}
 
@@ -428,13 +433,8 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
             if done % config.train.log_steps == 0 or "stsb_dev" in record or done == total_steps:
                 # FLOPs of real (unpadded) tokens; the MLM term's own pass is not counted.
                 rate = window["flops"] / window["seconds"] / processes
-                since = time.perf_counter() - probed_at
-                if since > REPROBE_SECONDS or (rate > peak_flops and since > REPROBE_MIN_SECONDS):
-                    # A window above the peak means the probe caught a slow second.
-                    peak_flops = measured_peak(matmul_dtype, accelerator.device.type, again=True)
-                    probed_at = time.perf_counter()
                 record["model_tflops"] = window["flops"] / window["seconds"] / 1e12
-                record["mfu"] = rate / peak_flops
+                record["mfu"] = rate / measured_peak(matmul_dtype, accelerator.device.type, achieved=rate)
                 record["padding"] = 1 - window["tokens"] / window["padded"]
                 window.update(flops=0.0, seconds=0.0, tokens=0, padded=0)
                 metrics_file.write(json.dumps(record) + "\n")
