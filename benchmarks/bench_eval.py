@@ -87,17 +87,22 @@ def main() -> None:
     ratio = baseline_seconds / ours_seconds
     notes = (f"Speed-up: **{ratio:.2f}x** (SentEval-style {baseline_seconds:.1f} s / cselab {ours_seconds:.1f} s). "
              f"Largest score difference {max_difference:.4f} Spearman points (x100 scale). "
-             f"Sentences encoded: SentEval-style {2 * total_pairs}, cselab {ours['_encoded']} (unique over the run: {unique}). "
+             f"Sentences encoded: SentEval-style {2 * total_pairs}, cselab {ours['_encoded']} "
+             f"(unique over the run: {unique}). "
              "Data: only the STS-style files of ../shared/data/senteval-dev (STS-B dev + SICK trial + STS-B train + "
              "SICK train); the held-out STS12-16/STS-B test/SICK test files do not exist here. "
-             "Model: all-MiniLM-L6-v2 (`minilm`), mean pooling, fp32, max 512 tokens; batches of 64 pairs for the SentEval-style loop, cselab's default 128 length-sorted sentences. "
-             f"The machine was shared with other jobs: 1-minute load average {load_before:.2f} before, {load_after:.2f} after.")
+             "Model: all-MiniLM-L6-v2 (`minilm`), mean pooling, fp32, max 512 tokens; batches of 64 pairs for the "
+             "SentEval-style loop, cselab's default 128 length-sorted sentences. "
+             f"The machine was shared with other jobs: 1-minute load average {load_before:.2f} before, "
+             f"{load_after:.2f} after.")
     write_results("eval_speed", {
         "data_dir": str(data_dir), "files": {n: r for n, r, _ in FILES}, "pairs": {n: len(data[n]) for n in names},
-        "unique_sentences": unique, "sentences_encoded": {"senteval_style": 2 * total_pairs, "cselab": ours["_encoded"]},
+        "unique_sentences": unique,
+        "sentences_encoded": {"senteval_style": 2 * total_pairs, "cselab": ours["_encoded"]},
         "seconds": {"senteval_style": baseline_seconds, "cselab": ours_seconds}, "speedup": ratio,
         "spearman_x100": {"senteval_style": {n: baseline[n] for n in names}, "cselab": {n: ours[n] for n in names}},
-        "max_abs_score_difference": max_difference, "batch_size": {"senteval_style": 64, "cselab": model.batch_size}, "model": "minilm", "pooler": model.pooler,
+        "max_abs_score_difference": max_difference,
+        "batch_size": {"senteval_style": 64, "cselab": model.batch_size}, "model": "minilm", "pooler": model.pooler,
         "load_average_1min_before": load_before, "load_average_1min_after": load_after,
     }, "STS evaluation speed: cselab vs a SentEval-style loop (MiniLM base)",
         ["File", "Pairs", "SentEval-style Spearman x100", "cselab Spearman x100"], rows, notes)

@@ -21,7 +21,8 @@ from _common import write_results  # noqa: E402
 WORDS = ("time year people way day man thing woman life child world school state family student group country "
          "problem hand part place case week company system program question work government number night point "
          "home water room mother area money story fact month lot right study book eye job word business issue "
-         "side kind head house service friend father power hour game line end member law car city community name").split()
+         "side kind head house service friend father power hour game line end member law car city community "
+         "name").split()
 
 
 def make_corpus(path: Path, size: int, seed: int = 0) -> None:
@@ -60,8 +61,9 @@ def main() -> None:
             corpus = Path(tmp) / f"corpus-{size}.txt"
             make_corpus(corpus, size)
             command = [sys.executable, "-m", "cselab.cli", "train", "--corpus", str(corpus), "--output-dir",
-                       str(Path(tmp) / f"run-{size}"), "--max-steps", str(args.steps), "--set", "data.max_sentences=null",
-                       "--set", "train.eval_steps=0", "--set", "train.save_steps=0", "--no-resume"]
+                       str(Path(tmp) / f"run-{size}"), "--max-steps", str(args.steps),
+                       "--set", "data.max_sentences=null", "--set", "train.eval_steps=0",
+                       "--set", "train.save_steps=0", "--no-resume"]
             rss, seconds = peak_rss(command)
             results[size] = {"peak_rss_mib": round(rss, 1), "wall_seconds": round(seconds, 1),
                              "corpus_mib": round(corpus.stat().st_size / 2**20, 1)}

@@ -3,8 +3,9 @@
 Writes benchmarks/results/sda_speed.{json,md}: the share of sentences each rule changes (next to
 the paper's Table 3), sentences/s end to end (spaCy parse + rule) for several ``n_process`` /
 ``batch_size`` settings and with the augmenters' own worker pool (``processes=2``: each worker
-parses and applies the rule, only strings cross processes), CPU-time throughput (less sensitive to other jobs on the machine), the
-1-minute load average around every timing, and real before/after examples.
+parses and applies the rule, only strings cross processes), CPU-time throughput (less sensitive
+to other jobs on the machine), the 1-minute load average around every timing, and real
+before/after examples.
 
     python benchmarks/bench_sda.py [--speed-sentences 3000] [--examples 10]
 """
@@ -21,8 +22,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import markdown_table, require_shared, write_results  # noqa: E402
 
-from cselab.augment import build_augmenter  # noqa: E402
+from cselab.augment import build_augmenter, spacy_pipeline  # noqa: E402
 from cselab.augment.sda import load_spacy, parse  # noqa: E402
+
+# Every pass below must parse: the shared parse cache would otherwise time cache hits.
+spacy_pipeline.PARSE_CACHE_SIZE = 0
 
 # (processes, n_process, batch_size): processes = the augmenter's worker pool (parse + rule in each
 # worker); n_process = spaCy's own multiprocessing (Docs pickled back to this process).
@@ -74,11 +78,11 @@ def parallel_capacity() -> dict:
             "effective_cores": round(2 * one / two, 2), "load": load_average()}
 
 
-def timed(fn):
-    """Wall and CPU seconds of ``fn()`` (CPU of this process only), with load before/after."""
+def timed(fn, *args, **kwargs):
+    """Wall and CPU seconds of ``fn(*args, **kwargs)`` (CPU of this process only), with load before/after."""
     load_before = load_average()
     wall, cpu = time.perf_counter(), time.process_time()
-    result = fn()
+    result = fn(*args, **kwargs)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     return result, {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "load_before": load_before,
                     "load_after": load_average()}
@@ -96,13 +100,13 @@ def main() -> None:
     load_spacy()  # model loading is not part of any timing
 
     # 1. Changed share: parse the whole file once, apply every variant to the same parses.
-    docs, parse_timing = timed(lambda: parse(sentences, batch_size=256, progress=True))
+    docs, parse_timing = timed(parse, sentences, batch_size=256, progress=True)
     shares, outputs = {}, {}
     for label, name, params in VARIANTS:
         augmenter = build_augmenter(name, **params)
-        out, timing = timed(lambda: augmenter.augment_docs(sentences, docs, seed=0))
+        out, timing = timed(augmenter.augment_docs, sentences, docs, seed=0)
         outputs[label] = out
-        changed = sum(a != b for a, b in zip(sentences, out))
+        changed = sum(a != b for a, b in zip(sentences, out, strict=True))
         shares[label] = {"augmenter": name, "params": params, "changed": changed, "share": changed / len(sentences),
                          "paper_share": PAPER_SHARE.get(name) if not params else None,
                          "rules_only_sentences_per_s": round(len(sentences) / timing["wall_s"], 1)}
@@ -118,7 +122,7 @@ def main() -> None:
             augmenter = build_augmenter(name, processes=processes, n_process=n_process, batch_size=batch_size)
             augmenter.augment(warmup, seed=0)
             workers_before = children_cpu_seconds()
-            _, timing = timed(lambda: augmenter.augment(subset, seed=0))
+            _, timing = timed(augmenter.augment, subset, seed=0)
             workers_cpu = children_cpu_seconds() - workers_before
             augmenter.close()
             row = {"augmenter": name, "processes": processes, "n_process": n_process, "batch_size": batch_size,
@@ -136,7 +140,7 @@ def main() -> None:
     cpu_split = []
     for n_process in (1, 2):
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
-        _, timing = timed(lambda: parse(subset, batch_size=256, n_process=n_process))
+        _, timing = timed(parse, subset, batch_size=256, n_process=n_process)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         workers = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
         cpu_split.append({"n_process": n_process, **timing, "workers_cpu_s": round(workers, 3),
@@ -166,8 +170,8 @@ def main() -> None:
         [[r["augmenter"], r["processes"], r["n_process"], r["batch_size"], r["sentences_per_s"],
           r.get("sentences_per_cpu_s", "-"), r["load_before"], r["load_after"]] for r in speed])
     examples_md, examples = [], {}
-    for label, name, params in VARIANTS:
-        eligible = [(a, b) for a, b in zip(sentences, outputs[label]) if a != b and len(a) <= 140]
+    for label, _name, _params in VARIANTS:
+        eligible = [(a, b) for a, b in zip(sentences, outputs[label], strict=True) if a != b and len(a) <= 140]
         step = max(1, len(eligible) // max(1, args.examples))  # spread over the file, not just its start
         picked = eligible[::step][: args.examples]
         examples[label] = [{"before": a, "after": b} for a, b in picked]

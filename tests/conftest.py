@@ -55,7 +55,8 @@ def tiny_corpus(tmp_path) -> Path:
     subjects = ["the cat", "a dog", "my neighbour", "the old man", "a child", "the teacher", "our team", "the bird"]
     verbs = ["sees", "likes", "paints", "finds", "follows", "builds", "reads", "carries"]
     objects = ["a red ball", "the river", "a small house", "the letter", "an apple", "the garden", "a song", "the map"]
-    lines = [f"{rng.choice(subjects).capitalize()} {rng.choice(verbs)} {rng.choice(objects)} {rng.choice(['today', 'again', 'slowly', 'at night', ''])}".strip() + "."
+    lines = [f"{rng.choice(subjects).capitalize()} {rng.choice(verbs)} {rng.choice(objects)} "
+             f"{rng.choice(['today', 'again', 'slowly', 'at night', ''])}".strip() + "."
              for _ in range(300)]
     path = tmp_path / "corpus.txt"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")

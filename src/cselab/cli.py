@@ -59,6 +59,9 @@ def format_summary(summary: dict) -> str:
         lines.append(f"  loss            {summary['first_loss']:.4g} -> {summary['final_loss']:.4g}")
     if summary["best_stsb_dev"] is not None:
         lines.append(f"  STS-B dev       {summary['best_stsb_dev']:.2f} (best, step {summary['best_step']})")
+    if summary.get("precision"):
+        choice = summary["precision"]
+        lines.append(f"  device          {summary['device']}, {choice['precision']} ({choice['reason']})")
     if summary["sentences_per_second"]:
         lines.append(f"  throughput      {summary['sentences_per_second']:.1f} sentences/s")
     lines.append(f"  wall time       {summary['wall_seconds']:.1f} s")
@@ -77,7 +80,9 @@ def _add_encode(sub) -> None:
     p.add_argument("--out", required=True, help="output .npy file (float32, one row per input line)")
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--normalize", action="store_true", help="L2-normalise the embeddings")
-    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"], default="auto",
+                   help="auto: bf16/fp16 on a GPU, on a CPU bf16 only where it is native and faster, else fp32")
+    p.add_argument("--device", default="auto", help="auto (CUDA when present, else CPU), cpu, cuda or cuda:N")
     p.set_defaults(func=_run_encode)
 
 
@@ -90,7 +95,10 @@ def _run_encode(args) -> int:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: input file not found")
     sentences = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    model = cselab.load(args.model)
+    from cselab.hardware import resolve_device
+
+    device = resolve_device(args.device, "--device")
+    model = cselab.load(args.model).to(device)
     vectors = model.encode(sentences, batch_size=args.batch_size, normalize=args.normalize,
                            precision=args.precision, show_progress=True)
     np.save(args.out, vectors)
@@ -133,8 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Errors that explain themselves in one line: (module, class name), looked up only once the module
 # is loaded, so `cselab recipes` does not import torch to learn an exception's name.
-USER_ERRORS = [("cselab.config", "ConfigError"), ("cselab.data.corpus", "CorpusError"),
-               ("cselab.train.loop", "TrainingError"), ("cselab.train.checkpoint", "CheckpointError"),
+USER_ERRORS = [("cselab.errors", "ConfigError"), ("cselab.data.corpus", "CorpusError"),
+               ("cselab.errors", "TrainingError"), ("cselab.train.checkpoint", "CheckpointError"),
                ("cselab.augment.base", "AugmenterUnavailable"), ("cselab.augment.cache", "CacheFileError"),
                ("cselab.augment.cli", "AugmentCliError"), ("cselab.evaluate.formats", "DataFormatError"),
                ("cselab.evaluate.download", "DownloadError"), ("cselab.experiments", "ExperimentError")]
@@ -150,7 +158,8 @@ def is_user_error(exc: BaseException) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
     try:
         return args.func(args)
     except Exception as exc:

@@ -15,15 +15,11 @@ from typing import Any
 
 import yaml
 
+from cselab.errors import ConfigError
+
+__all__ = ["Config", "ConfigError", "config_from_dict", "list_recipes", "load_config", "recipe_path"]
+
 RECIPE_DIR = Path(__file__).parent / "recipes"
-
-
-class ConfigError(ValueError):
-    """A recipe or override is invalid; the message names the key (always one line)."""
-
-    def __init__(self, message: str):
-        # A key or value typed with a newline in it must not break the one-line message.
-        super().__init__(str(message).replace("\r", "\\r").replace("\n", "\\n"))
 
 
 @dataclass
@@ -42,6 +38,9 @@ class ModelConfig:
     # Training-only projection head over the pooled vectors (model/heads.py), e.g. CLEAR's or DiffCSE's.
     projection: str = "none"
     projection_params: dict = field(default_factory=dict)
+    # The backbone's layers on real tokens only, no compute on padding (model/unpadded.py). auto: on
+    # a CPU, where it was measured faster; on a GPU the model's own attention (PyTorch SDPA kernels).
+    unpad: str = "auto"
 
 
 @dataclass
@@ -93,7 +92,11 @@ class OptimConfig:
 @dataclass
 class TrainConfig:
     seed: int = 42
-    precision: str = "bf16"
+    # auto: CUDA when present, else CPU; or cpu, cuda, cuda:N.
+    device: str = "auto"
+    # auto: bf16 on GPUs that support it (else fp16); on a CPU, bf16 only where it has native bf16
+    # and a matmul probe finds it faster, else fp32 (hardware.py).
+    precision: str = "auto"
     eval_steps: int = 125
     log_steps: int = 10
     save_steps: int = 125
@@ -102,8 +105,6 @@ class TrainConfig:
     compile: bool = False
     # On a CPU: cheaper dropout masks and reuse of freed memory (train/cpu_speed.py).
     fast_cpu: bool = True
-    # The backbone's layers on real tokens only, no compute on padding (model/unpadded.py).
-    unpad: bool = True
 
 
 @dataclass
@@ -124,8 +125,9 @@ class Config:
 CHOICES = {
     "model.pooler": ("auto", "cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2"),
     "model.mlp": ("auto", "true", "false"),
+    "model.unpad": ("auto", "true", "false"),
     "optim.schedule": ("linear", "constant"),
-    "train.precision": ("fp32", "bf16", "fp16"),
+    "train.precision": ("auto", "fp32", "bf16", "fp16"),
 }
 
 
@@ -210,7 +212,8 @@ def validate(config: Config) -> Config:
         ("optim.batch_size", config.optim.batch_size >= 2, "must be >= 2 (in-batch negatives need two sentences)"),
         ("optim.epochs", config.optim.epochs >= 1, "must be >= 1"),
         ("optim.max_steps", config.optim.max_steps is None or config.optim.max_steps >= 1, "must be >= 1 or null"),
-        ("optim.grad_cache_chunk", config.optim.grad_cache_chunk is None or config.optim.grad_cache_chunk >= 1, "must be >= 1 or null"),
+        ("optim.grad_cache_chunk", config.optim.grad_cache_chunk is None or config.optim.grad_cache_chunk >= 1,
+         "must be >= 1 or null"),
         ("data.length_grouping", config.data.length_grouping >= 0, "must be >= 0 (0 turns it off)"),
         ("model.max_seq_len", config.model.max_seq_len >= 4, "must be >= 4"),
         ("train.eval_steps", config.train.eval_steps >= 0, "must be >= 0 (0 disables evaluation)"),
@@ -220,7 +223,8 @@ def validate(config: Config) -> Config:
         ("train.seed", 0 <= config.train.seed < 2**32, "must be in [0, 2**32)"),
         ("views.negative_every", config.views.negative_every >= 1, "must be >= 1"),
         ("views.positive_prob", 0 <= config.views.positive_prob <= 1, "must be in [0, 1]"),
-        ("data.max_sentences", config.data.max_sentences is None or config.data.max_sentences >= 2, "must be >= 2 or null"),
+        ("data.max_sentences", config.data.max_sentences is None or config.data.max_sentences >= 2,
+         "must be >= 2 or null"),
     ]
     for key, ok, message in checks:
         if not ok:
@@ -235,6 +239,10 @@ def validate(config: Config) -> Config:
         weight = term.get("weight", 1.0)
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight < 0:
             raise ConfigError(f"objective[{i}].weight: must be a finite number >= 0, got {weight!r}")
+    from cselab.hardware import resolve_device
+
+    # A GPU asked for where there is none fails here, before any work.
+    resolve_device(config.train.device, "train.device")
     _check_names(config)
     _check_term_types(config.objective)
     # Loss parameters are checked against the loss classes themselves.
@@ -253,7 +261,8 @@ def _check_term_types(terms: list[dict]) -> None:
     for i, term in enumerate(terms):
         if term["name"] not in LOSSES:
             continue  # check_objective names the unknown loss
-        defaults = {name: p.default for name, p in inspect.signature(LOSSES.get(term["name"]).__init__).parameters.items()}
+        signature = inspect.signature(LOSSES.get(term["name"]).__init__)
+        defaults = {name: p.default for name, p in signature.parameters.items()}
         for key, value in term.items():
             default = defaults.get(key, inspect.Parameter.empty)
             if default is inspect.Parameter.empty or default is None:
@@ -277,10 +286,12 @@ def _check_names(config: Config) -> None:
     from cselab.model.heads import HEADS
 
     if config.model.projection not in HEADS:
-        raise ConfigError(f"model.projection: unknown head {config.model.projection!r} (known: {', '.join(HEADS.names())})")
+        raise ConfigError(f"model.projection: unknown head {config.model.projection!r} "
+                          f"(known: {', '.join(HEADS.names())})")
     views = config.views
     named = [("views.anchor", views.anchor, "identity"), ("views.positive", views.positive, "dropout"),
-             ("views.negative", views.negative, "none")] + [(f"views.label[{i}]", n, None) for i, n in enumerate(views.label)]
+             ("views.negative", views.negative, "none")] + [(f"views.label[{i}]", n, None)
+                                                            for i, n in enumerate(views.label)]
     wanted = [(key, name, builtin) for key, name, builtin in named if name != builtin]
     if not wanted:
         return

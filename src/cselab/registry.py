@@ -1,7 +1,8 @@
 """Small name -> factory registries: augmenters, losses and poolers are found by name."""
 from __future__ import annotations
 
-from typing import Callable, Generic, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 

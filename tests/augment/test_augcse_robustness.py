@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cselab.augment import build_augmenter, load_all
 from cselab.augment.augcse import MAX_PARSE_CHARS
@@ -42,7 +43,7 @@ def test_any_text(name, batch, seed):
     out = augmenter.augment(batch, seed)
     assert isinstance(out, list) and len(out) == len(batch) and all(isinstance(s, str) for s in out)
     assert out == augmenter.augment(batch, seed)
-    for original, augmented in zip(batch, out):
+    for original, augmented in zip(batch, out, strict=True):
         if not original.strip():
             assert augmented == original
         if augmented != original:

@@ -75,7 +75,8 @@ def test_cached_reads_cli_output_and_falls_back(corpus, tmp_path):
     assert got[:5] == [crop[s] for s in sentences[:5]]
     assert got[5] == build_augmenter("eda_random_swap").augment(sentences[5:], 99)[0]
     assert (cached.hits, cached.misses) == (5, 1)
-    assert build_augmenter("cached", path=str(out), augmentation="random_crop").augment(sentences[5:], 0) == sentences[5:]
+    cached_only = build_augmenter("cached", path=str(out), augmentation="random_crop")
+    assert cached_only.augment(sentences[5:], 0) == sentences[5:]
     both = read_cache(out)
     assert len(both[sentences[0]]) == 2
 

@@ -14,7 +14,7 @@ def test_clear_word_deletion_deletes_70_percent_and_collapses_placeholders():
     tokens = tokenize(out)
     kept = [t for t in tokens if t != "[DEL]"]
     assert len(kept) == 41 - round(0.7 * 41)
-    assert all(not (a == b == "[DEL]") for a, b in zip(tokens, tokens[1:]))  # runs merged
+    assert all(not (a == b == "[DEL]") for a, b in zip(tokens, tokens[1:], strict=False))  # runs merged
     assert "[DEL]" in tokens
     # kept tokens keep their order
     original = tokenize(LONG)
@@ -33,7 +33,7 @@ def test_clear_span_deletion_deletes_spans_of_5_percent():
     out = build_augmenter("clear_span_deletion", placeholder=None).augment([text], seed=1)[0]
     kept = tokenize(out)
     assert 100 - 25 <= len(kept) < 100  # 5 spans of 5 tokens, which may overlap
-    gaps = sum(1 for a, b in zip(kept, kept[1:]) if int(b[1:]) != int(a[1:]) + 1)
+    gaps = sum(1 for a, b in zip(kept, kept[1:], strict=False) if int(b[1:]) != int(a[1:]) + 1)
     assert gaps + (kept[0] != "w0") + (kept[-1] != "w99") <= 5
 
 
@@ -54,7 +54,7 @@ def test_eda_random_swap_and_deletion_and_crop():
     crop = tokenize(build_augmenter("random_crop", ratio=0.25).augment([LONG], seed=0)[0])
     assert len(crop) == 41 - 10
     original = tokenize(LONG)
-    start = next(i for i, (a, b) in enumerate(zip(original, crop + [None])) if a != b)
+    start = next(i for i, (a, b) in enumerate(zip(original, crop + [None], strict=False)) if a != b)
     assert crop == original[:start] + original[start + 10:]  # one contiguous span
 
 
@@ -62,7 +62,7 @@ def test_word_repetition_duplicates_tokens_in_place():
     aug = build_augmenter("word_repetition")
     words = LONG[:-1]  # no final '.': a doubled '.' would glue into one '..' token
     outs = aug.augment([f"{words} x{i}" for i in range(30)], seed=0)
-    changed = [o for o, i in zip(outs, range(30)) if o != f"{words} x{i}"]
+    changed = [o for o, i in zip(outs, range(30), strict=True) if o != f"{words} x{i}"]
     assert changed
     for out in changed:
         tokens = tokenize(out)

@@ -38,7 +38,7 @@ def test_beam_search_one_string_per_input(tiny_seq2seq):
     assert len(out) == len(SENTENCES) and all(isinstance(s, str) for s in out)
     assert out[1] == ""  # blank input is not sent to the model
     assert out == augmenter.augment(SENTENCES, seed=0)
-    assert any(a != b for a, b in zip(SENTENCES, out))
+    assert any(a != b for a, b in zip(SENTENCES, out, strict=True))
 
 
 def test_sampling_is_seeded_and_leaves_global_rng_alone(tiny_seq2seq):

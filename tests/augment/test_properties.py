@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cselab.augment import AUGMENTERS, build_augmenter, load_all
 from cselab.augment.base import AugmenterUnavailable
@@ -42,7 +43,8 @@ def special_params(name: str, tmp_dir) -> dict:
         return {"p": 0.5, "augmenter": {"name": "random_crop"}}
     if name == "cached":
         path = tmp_dir / "cache.jsonl"
-        path.write_text(json.dumps({"original": "a b c", "augmented": "a c", "augmentation": "x", "changed": True}) + "\n")
+        record = {"original": "a b c", "augmented": "a c", "augmentation": "x", "changed": True}
+        path.write_text(json.dumps(record) + "\n")
         return {"path": str(path), "augmenter": {"name": "eda_random_swap"}}
     return {}
 
@@ -87,7 +89,7 @@ def check(aug, batch: list[str], seed: int) -> None:
     assert isinstance(out, list) and len(out) == len(batch)
     assert all(isinstance(o, str) for o in out)
     assert aug.augment(batch, seed) == out  # deterministic
-    for text, result in zip(batch, out):
+    for text, result in zip(batch, out, strict=True):
         if not text.strip():
             assert result == text, "blank input must come back unchanged"
     # Same (seed, sentence) -> same output, whatever the rest of the batch.

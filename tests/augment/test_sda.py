@@ -11,15 +11,24 @@ import pickle
 import random
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("spacy")
 
 from cselab.augment import augment_with_flags, build_augmenter  # noqa: E402
 from cselab.augment.base import AugmenterUnavailable  # noqa: E402
 from cselab.augment.sda import (  # noqa: E402
-    PUNCTUATION_RULES, affirmative_auxiliary, double_negation_paper, double_negation_template, load_spacy,
-    parse, punctuation_insertion, single_negation, verb_lemma)
+    PUNCTUATION_RULES,
+    affirmative_auxiliary,
+    double_negation_paper,
+    double_negation_template,
+    load_spacy,
+    parse,
+    punctuation_insertion,
+    single_negation,
+    verb_lemma,
+)
 
 try:
     NLP = load_spacy()
@@ -104,7 +113,7 @@ def test_pi_random_draws_each_rule_across_seeds():
 def _only_insertions(before: str, after: str) -> bool:
     """Everything of ``before`` survives in order, byte for byte (a final mark may become '!')."""
     ops = difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
-    for op, i1, i2, j1, j2 in ops:
+    for op, _i1, i2, j1, j2 in ops:
         if op == "insert":
             continue
         if op == "equal":
@@ -122,7 +131,7 @@ def test_pi_keeps_the_rest_of_the_sentence_byte_identical():
     for rule_choice in ("random", "ordered"):
         pi = aug("sda_punctuation", rule_choice=rule_choice)
         for seed in range(8):
-            for before, after in zip(sentences, pi.augment(sentences, seed)):
+            for before, after in zip(sentences, pi.augment(sentences, seed), strict=True):
                 assert _only_insertions(before, after), (before, after)
                 assert after != before or rule_choice == "random"  # a drawn rule may not apply
 
@@ -295,7 +304,7 @@ def test_any_text_never_fails(batch, seed):
     for name in NAMES:
         out = aug(name).augment(batch, seed)
         assert len(out) == len(batch) and all(isinstance(o, str) for o in out)
-        for before, after in zip(batch, out):
+        for before, after in zip(batch, out, strict=True):
             if not before.strip():
                 assert after == before
 
@@ -320,7 +329,7 @@ def test_worker_pool_gives_the_same_output_as_one_process(name):
     try:
         for seed in (0, 7):
             expected = aug(name).augment(sentences, seed)
-            assert sum(a != b for a, b in zip(sentences, expected)) >= 10  # the comparison means something
+            assert sum(a != b for a, b in zip(sentences, expected, strict=True)) >= 10  # the comparison means something
             assert augmenter.augment(sentences, seed) == expected
         assert augmenter._pool is not None  # the pool really ran (batch > chunk_size)
     finally:
@@ -385,8 +394,8 @@ def test_corpus_sample(shared_data):
     docs = parse(lines)
     for name in NAMES:
         out = aug(name).augment_docs(lines, docs, 0)
-        assert any(a != b for a, b in zip(lines, out)), name
-        assert any(a == b for a, b in zip(lines, out)) or name == "sda_single_negation"
-    for before, after in zip(lines, aug("sda_punctuation").augment_docs(lines, docs, 0)):
+        assert any(a != b for a, b in zip(lines, out, strict=True)), name
+        assert any(a == b for a, b in zip(lines, out, strict=True)) or name == "sda_single_negation"
+    for before, after in zip(lines, aug("sda_punctuation").augment_docs(lines, docs, 0), strict=True):
         assert _only_insertions(before, after), (before, after)
     assert set(PUNCTUATION_RULES) == {"subordinate_clause", "noun_subject", "duplicate_inner", "final_exclamation"}

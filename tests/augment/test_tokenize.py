@@ -1,4 +1,5 @@
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cselab.augment.tokenize import detokenize, is_word, match_case, tokenize
 

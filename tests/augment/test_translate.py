@@ -28,11 +28,12 @@ def test_round_trip_gives_english_paraphrases(back_translation):
                  "South Australia began as a self governing province."]
     out = back_translation.augment(sentences, seed=0)
     assert len(out) == len(sentences) and all(isinstance(s, str) and s.strip() for s in out)
-    for original, augmented in zip(sentences, out):
+    for original, augmented in zip(sentences, out, strict=True):
         # an English rendering of the same sentence: most content words survive the round trip
         content = {w for w in words(original) if len(w) > 3}
         assert len(content & words(augmented)) >= len(content) / 2, (original, augmented)
-    assert any(a != b for a, b in zip(sentences, out)), "no sentence changed in a round trip through Portuguese"
+    assert any(a != b for a, b in zip(sentences, out, strict=True)), \
+        "no sentence changed in a round trip through Portuguese"
 
 
 def test_deterministic_and_blank_or_long_unchanged(back_translation):

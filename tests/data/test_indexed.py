@@ -1,5 +1,6 @@
 """The on-disk line index gives exactly the sentences the in-memory reader gives."""
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cselab.data.corpus import CorpusStats, iter_corpus
 from cselab.data.indexed import IndexedTextCorpus
@@ -21,7 +22,8 @@ def test_mixed_line_endings(tmp_path, monkeypatch):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.sampled_from([b"a", b"bc d", b"\r", b"\n", b"\r\n", b" ", b"\xff", b"\x00", "é".encode()]), max_size=30))
+@given(st.lists(st.sampled_from([b"a", b"bc d", b"\r", b"\n", b"\r\n", b" ", b"\xff", b"\x00", "é".encode()]),
+                max_size=30))
 def test_same_sentences_as_memory_reader(tmp_path_factory, data):
     import os
 
@@ -38,8 +40,7 @@ def test_every_format_is_spooled_once_and_read_lazily(tmp_path, monkeypatch):
     import gzip
     import json
 
-    from cselab.data.corpus import read_corpus
-    from cselab.data.indexed import IndexedTextCorpus
+    from cselab.data.indexed import IndexedTextCorpus, read_corpus
 
     monkeypatch.setenv("CSELAB_CACHE", str(tmp_path / "cache"))
     (tmp_path / "a.jsonl").write_text("\n".join(json.dumps({"text": t}) for t in

@@ -22,7 +22,8 @@ class SentenceMaker:
 
     def __call__(self) -> str:
         while True:
-            s = f"{self.rng.choice(SUBJECTS)} {self.rng.choice(VERBS)} {self.rng.choice(OBJECTS)} {self.rng.randint(0, 999)} ."
+            s = (f"{self.rng.choice(SUBJECTS)} {self.rng.choice(VERBS)} {self.rng.choice(OBJECTS)} "
+                 f"{self.rng.randint(0, 999)} .")
             if s not in self.used:
                 self.used.add(s)
                 return s
@@ -50,14 +51,17 @@ def make_senteval(root: Path, pairs_per_subset: int = 6, per_class: int = 24, se
         lines = []
         for i in range(12):
             extra = "\tsource-a\tsource-b" if i % 3 == 0 else ""  # some STS-B lines carry extra columns
-            lines.append(f"main-captions\tMSRvid\t2012test\t{i:04d}\t{rng.uniform(0, 5):.3f}\t{sentence()}\t\"{sentence()}\"{extra}")
+            lines.append(f"main-captions\tMSRvid\t2012test\t{i:04d}\t{rng.uniform(0, 5):.3f}\t"
+                         f"{sentence()}\t\"{sentence()}\"{extra}")
         write(root / f"STS/STSBenchmark/sts-{split}.csv", "\n".join(lines) + "\n")
     for name in ("train", "trial", "test_annotated"):
         lines = ["pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment"]
         lines += [f"{i}\t{sentence()}\t{sentence()}\t{rng.uniform(1, 5):.1f}\tNEUTRAL" for i in range(12)]
         write(root / f"SICK/SICK_{name}.txt", "\n".join(lines) + "\n")
-    for folder, positive, negative in (("MR", "rt-polarity.pos", "rt-polarity.neg"), ("CR", "custrev.pos", "custrev.neg"),
-                                       ("SUBJ", "subj.subjective", "subj.objective"), ("MPQA", "mpqa.pos", "mpqa.neg")):
+    for folder, positive, negative in (("MR", "rt-polarity.pos", "rt-polarity.neg"),
+                                       ("CR", "custrev.pos", "custrev.neg"),
+                                       ("SUBJ", "subj.subjective", "subj.objective"),
+                                       ("MPQA", "mpqa.pos", "mpqa.neg")):
         for file, word in ((positive, "wonderful"), (negative, "dreadful")):
             lines = [f"{sentence()} {word}" for _ in range(per_class)]
             # latin-1 bytes, as in the real MR/CR files

@@ -39,7 +39,8 @@ def test_eval_compares_models_side_by_side(saved_model, senteval_dir, tmp_path):
     assert code == 0
     models = json.loads(out.read_text())["models"]
     assert len(models) == 2 and all(m["pooler"] == "avg" and "avg" in m for m in models)
-    rows = [line for line in out.with_suffix(".md").read_text().splitlines() if line.startswith("| ") and "(avg)" in line]
+    rows = [line for line in out.with_suffix(".md").read_text().splitlines()
+            if line.startswith("| ") and "(avg)" in line]
     assert len(rows) == 2
 
 

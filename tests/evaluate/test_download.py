@@ -4,15 +4,14 @@ from __future__ import annotations
 import hashlib
 import io
 import tarfile
-from pathlib import Path
 import zipfile
+from pathlib import Path
 
 import pytest
+from senteval_files import make_senteval
 
 from cselab import cli
 from cselab.evaluate.download import DownloadError, UnsafeArchiveError, download, required_files, safe_extract
-
-from senteval_files import make_senteval
 
 
 @pytest.fixture
@@ -37,7 +36,8 @@ def test_download_from_file_url(fake_archive, tmp_path, capsys):
 
 def test_checksum_mismatch_is_refused(fake_archive, tmp_path, capsys):
     dest = tmp_path / "data"
-    assert cli.main(["data", "download", "--dest", str(dest), "--url", fake_archive.as_uri(), "--sha256", "0" * 64]) == 2
+    argv = ["data", "download", "--dest", str(dest), "--url", fake_archive.as_uri(), "--sha256", "0" * 64]
+    assert cli.main(argv) == 2
     assert "does not match the expected" in capsys.readouterr().err
     assert not dest.exists()
 

@@ -61,7 +61,8 @@ def test_latin1_bytes_and_utf8_bom(tmp_path):
     data = formats.read_binary(tmp_path / "pos", tmp_path / "neg")
     assert data.sentences == ["un café très bon", "naïve and dull"]
     assert data.labels.tolist() == [1, 0]
-    (tmp_path / "mrpc.txt").write_bytes("\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tCafé ok\tCafé fine\n".encode("utf-8"))
+    (tmp_path / "mrpc.txt").write_bytes("\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+                                        "1\t1\t2\tCafé ok\tCafé fine\n".encode("utf-8"))
     pairs = formats.read_mrpc(tmp_path / "mrpc.txt")
     assert (pairs.left, pairs.right, pairs.labels.tolist()) == (["Café ok"], ["Café fine"], [1])
 

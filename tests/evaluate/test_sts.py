@@ -46,7 +46,7 @@ class GoldEncoder:
         for task in task_list:
             data = task.data()
             for pairs in (data.values() if isinstance(data, dict) else [data]):
-                for left, right, gold in zip(pairs.left, pairs.right, pairs.gold):
+                for left, right, gold in zip(pairs.left, pairs.right, pairs.gold, strict=True):
                     angle = (5 - gold) / 5 * np.pi / 2
                     self.table[left] = np.array([1.0, 0.0, 0.0])
                     self.lefts.add(left)

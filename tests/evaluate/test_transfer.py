@@ -105,4 +105,5 @@ def test_sst2_in_fast_mode_encodes_only_its_sample(senteval_dir, monkeypatch):
     assert set(capped.sentences()) == set(train.sentences) | set(dev.sentences)
     assert capped.cache_name == "SST2-train10-seed1111" and full.cache_name == "SST2"
     result = evaluate(WordEncoder(), senteval_dir, tasks="SST2", split="dev", transfer_mode="fast", progress=False)
-    assert result["tasks"]["SST2"]["n_train"] == 10 and result["tasks"]["SST2"]["train_file_rows"] == len(full.data()[0].labels)
+    assert result["tasks"]["SST2"]["n_train"] == 10
+    assert result["tasks"]["SST2"]["train_file_rows"] == len(full.data()[0].labels)

@@ -5,10 +5,10 @@ import json
 
 import numpy as np
 import pytest
+from senteval_files import make_senteval
 
 from cselab.experiments.report import write_report
 from cselab.experiments.sweep import SweepSettings, run_sweep
-from senteval_files import make_senteval
 
 TINY_BERT = {"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
              "intermediate_size": 64, "max_position_embeddings": 64}
@@ -28,7 +28,8 @@ def test_tiny_sweep_trains_evaluates_aggregates_and_resumes(tmp_path, tiny_corpu
     assert all(r["finished"] and r["steps"] == 3 for r in runs.values())
     # the aggregate is the mean of the runs' own evaluation files
     for recipe in ("simcse", "focal"):
-        avgs = [json.loads((tmp_path / "sweep" / recipe / f"seed-{s}" / "eval-dev.json").read_text())["avg"] for s in (1, 2)]
+        avgs = [json.loads((tmp_path / "sweep" / recipe / f"seed-{s}" / "eval-dev.json").read_text())["avg"]
+                for s in (1, 2)]
         assert first["aggregate"]["sts"]["rows"][recipe]["avg"]["mean"] == pytest.approx(np.mean(avgs))
     run_dir = tmp_path / "sweep" / "focal" / "seed-2"
     assert json.loads((run_dir / "train_config.json").read_text())["objective"][0]["name"] == "focal"

@@ -6,10 +6,10 @@ import re
 
 import numpy as np
 import pytest
+from fake_runs import make_run
 
 from cselab.experiments import ExperimentError
 from cselab.experiments.report import write_report
-from fake_runs import make_run
 
 
 def _eval(sweep, recipe, seed):

@@ -4,15 +4,16 @@ from __future__ import annotations
 import json
 
 import pytest
+from fake_runs import make_run
 
 from cselab.experiments import ExperimentError
 from cselab.experiments.runs import find_runs, load_run, read_metrics
-from fake_runs import make_run
 
 
 def test_finds_every_run_below_a_sweep_directory(fake_sweep):
     runs = find_runs([fake_sweep])
-    assert sorted((r.recipe, r.seed) for r in runs) == sorted((r, s) for r in ("simcse", "una", "focal") for s in (42, 0, 1))
+    expected = sorted((r, s) for r in ("simcse", "una", "focal") for s in (42, 0, 1))
+    assert sorted((r.recipe, r.seed) for r in runs) == expected
     assert all(r.finished and "dev" in r.evals and r.metrics for r in runs)
 
 

@@ -5,11 +5,11 @@ import json
 from pathlib import Path
 
 import pytest
+from senteval_files import make_senteval
 
 from cselab.config import ConfigError, list_recipes
 from cselab.experiments import ExperimentError
-from cselab.experiments.sweep import (SweepSettings, SweepStopped, parse_recipes, parse_seeds, plan, run_sweep)
-from senteval_files import make_senteval
+from cselab.experiments.sweep import SweepSettings, SweepStopped, parse_recipes, parse_seeds, plan, run_sweep
 
 
 class FakeTrainer:
@@ -133,7 +133,8 @@ def test_a_task_added_later_is_evaluated_alone_and_merged_with_the_stored_ones(s
     for name in ("STSBenchmark", "SICKRelatedness"):
         assert merged["tasks"][name] == first["tasks"][name]
     assert merged["avg"] == pytest.approx(first["avg"])
-    assert merged["transfer_avg"] == pytest.approx(merged["tasks"]["SST2"]["score"]) and merged["transfer_avg_over"] == ["SST2"]
+    assert merged["transfer_avg"] == pytest.approx(merged["tasks"]["SST2"]["score"])
+    assert merged["transfer_avg_over"] == ["SST2"]
     assert set(merged["seconds"]) == {"STSBenchmark", "SICKRelatedness", "SST2"}
 
     # every asked task stored: nothing to do; another probe mode: everything again
@@ -188,7 +189,8 @@ def test_evaluation_data_is_checked_before_training(settings, tmp_path):
     assert trainer.calls == []
     settings.evaluate = False
     data = run_sweep(settings, trainer, FakeEvaluator())
-    assert len(trainer.calls) == 4 and data["aggregate"] == {} and data["eval_split"] is None and data["last_invocation"]["evaluate"] is False
+    assert len(trainer.calls) == 4 and data["aggregate"] == {} and data["eval_split"] is None
+    assert data["last_invocation"]["evaluate"] is False
 
 
 def test_a_study_in_several_invocations_aggregates_every_run_in_out(settings):
@@ -196,6 +198,7 @@ def test_a_study_in_several_invocations_aggregates_every_run_in_out(settings):
     run_sweep(settings, FakeTrainer(), FakeEvaluator())
     settings.recipes = ["focal"]
     data = run_sweep(settings, FakeTrainer(), FakeEvaluator())
-    assert sorted((r["recipe"], r["seed"]) for r in data["runs"]) == [("focal", 1), ("focal", 2), ("simcse", 1), ("simcse", 2)]
+    assert sorted((r["recipe"], r["seed"]) for r in data["runs"]) == [("focal", 1), ("focal", 2),
+                                                                       ("simcse", 1), ("simcse", 2)]
     assert set(data["aggregate"]["sts"]["rows"]) == {"simcse", "focal"}
     assert list(data["last_invocation"]["did"]) == ["focal seed 1", "focal seed 2"]

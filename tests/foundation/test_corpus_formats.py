@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from cselab.data.corpus import CorpusError, read_corpus
+from cselab.data.corpus import CorpusError
+from cselab.data.indexed import read_corpus
 
 
 def test_text_and_gzip(tmp_path):
@@ -21,7 +22,8 @@ def test_text_and_gzip(tmp_path):
 def test_columns(tmp_path):
     (tmp_path / "a.csv").write_text('id,text\n1,"hello, world"\n2,second one\n')
     (tmp_path / "a.tsv").write_text("sent\tlabel\nhello world\t1\nsecond one\t0\n")
-    (tmp_path / "a.jsonl").write_text(json.dumps({"sentence": "hello world"}) + "\n" + json.dumps({"sentence": "second one"}) + "\n")
+    (tmp_path / "a.jsonl").write_text(json.dumps({"sentence": "hello world"}) + "\n"
+                                      + json.dumps({"sentence": "second one"}) + "\n")
     assert list(read_corpus(str(tmp_path / "a.csv"))[0]) == ["hello, world", "second one"]
     assert list(read_corpus(str(tmp_path / "a.tsv"), column="sent")[0]) == ["hello world", "second one"]
     assert list(read_corpus(str(tmp_path / "a.jsonl"), column="sentence")[0]) == ["hello world", "second one"]

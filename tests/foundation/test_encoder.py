@@ -7,7 +7,8 @@ from cselab.model.encoder import SentenceEncoder
 from cselab.model.poolers import POOLERS
 from tests.conftest import TINY_BERT
 
-SENTENCES = ["A man is playing a guitar.", "Two dogs run in the snow.", "x", "The stock market fell sharply today after the report."]
+SENTENCES = ["A man is playing a guitar.", "Two dogs run in the snow.", "x",
+             "The stock market fell sharply today after the report."]
 
 
 def _tiny(pooler="cls", mlp=None, mlp_only_train=True):

@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from cselab.losses.base import StepOutputs
+from cselab.losses.base import LossInputs
 from cselab.losses.infonce import InfoNCELoss
 
 # Columns have unit norm, so with anchors = the standard basis, cos(anchor_i, positive_j) = S[i][j].
@@ -30,7 +30,7 @@ def _hand_loss(rows: list[list[float]], temperature: float) -> float:
 @pytest.mark.parametrize("temperature", [0.05, 0.5, 1.0])
 def test_infonce_equals_hand_computation(temperature):
     anchors, positives = _embeddings()
-    loss, logs = InfoNCELoss(temperature=temperature)(StepOutputs(anchor=anchors, positive=positives))
+    loss, logs = InfoNCELoss(temperature=temperature)(LossInputs(anchor=anchors, positive=positives))
     assert loss.item() == pytest.approx(_hand_loss(S, temperature), rel=1e-5)
     # Row 0 and 1: the diagonal is the largest entry, so every anchor finds its positive.
     assert logs["acc"] == 1.0
@@ -51,10 +51,11 @@ def test_hard_negative_column_follows_the_formula():
             rows.append(S[i] + negative_logits)
         expected = _hand_loss(rows, temperature)
         loss, _ = InfoNCELoss(temperature=temperature, hard_negative_weight=w)(
-            StepOutputs(anchor=anchors, positive=positives, negative=negatives))
+            LossInputs(anchor=anchors, positive=positives, negative=negatives))
         assert loss.item() == pytest.approx(expected, rel=1e-5)
-    without, _ = InfoNCELoss(temperature=temperature)(StepOutputs(anchor=anchors, positive=positives))
-    with_column, _ = InfoNCELoss(temperature=temperature)(StepOutputs(anchor=anchors, positive=positives, negative=negatives))
+    without, _ = InfoNCELoss(temperature=temperature)(LossInputs(anchor=anchors, positive=positives))
+    with_column, _ = InfoNCELoss(temperature=temperature)(
+        LossInputs(anchor=anchors, positive=positives, negative=negatives))
     assert with_column.item() > without.item()  # more negatives in the denominator
 
 

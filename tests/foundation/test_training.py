@@ -53,12 +53,13 @@ def test_hard_negatives_from_config_reach_the_loss(tmp_path, tiny_corpus, monkey
     seen = []
     original = InfoNCELoss.forward
 
-    def spy(self, outputs):
-        seen.append(None if outputs.negative is None else outputs.negative.shape[0])
-        return original(self, outputs)
+    def spy(self, inputs):
+        seen.append(None if inputs.negative is None else inputs.negative.shape[0])
+        return original(self, inputs)
 
     monkeypatch.setattr(InfoNCELoss, "forward", spy)
-    config = _config(tmp_path, tiny_corpus, steps=4, **{"views.negative": "test_reverse_words", "views.negative_every": 2})
+    config = _config(tmp_path, tiny_corpus, steps=4,
+                     **{"views.negative": "test_reverse_words", "views.negative_every": 2})
     train(config, progress=False)
     assert seen == [16, None, 16, None]
 

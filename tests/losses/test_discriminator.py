@@ -1,11 +1,11 @@
-"""AugCSE's discriminator: gradient reversal signs, learnability, lazy sizing."""
+"""AugCSE's discriminator: gradient reversal signs, learnability, sizes, clear errors."""
 from __future__ import annotations
 
 import pytest
 import torch
 
 from cselab.losses import LOSSES
-from cselab.losses.base import StepOutputs
+from cselab.losses.base import LossInputs
 from cselab.losses.discriminator import reverse_gradient
 
 
@@ -18,7 +18,7 @@ def test_gradient_reversal_negates_and_scales():
 
 
 def outputs_for(anchor, label_view, labels):
-    return StepOutputs(anchor=anchor, positive=anchor, extra={"label_view": label_view, "labels": labels})
+    return LossInputs(anchor=anchor, positive=anchor, label_view=label_view, labels=labels)
 
 
 def test_discriminator_descends_while_encoder_side_gets_reversed_gradient():
@@ -75,31 +75,25 @@ def test_discriminator_learns_separable_augmentation_types():
     assert logs["disc_acc"] > 0.9
 
 
-def test_deferred_parameters_are_sized_at_the_first_step_and_optimised():
-    term = LOSSES.build("discriminator", num_labels=4, dropout=0.0)
-    optimizer = torch.optim.AdamW(term.parameters(), lr=0.01)  # built before sizes are known, as in the loop
-    anchor = torch.randn(6, 10)
-    loss, _ = term(outputs_for(anchor, torch.randn(6, 10), torch.tensor([0, 1, 2, 3, 0, 1])))
-    assert term.hidden_weight.shape == (40, 20) and term.output_weight.shape == (4, 40)
-    before = term.hidden_weight.detach().clone()
+def test_layers_have_the_papers_sizes_and_are_optimised():
+    term = LOSSES.build("discriminator", num_labels=4, embedding_size=10, dropout=0.0)
+    assert term.hidden.weight.shape == (40, 20) and term.output.weight.shape == (4, 40)
+    optimizer = torch.optim.AdamW(term.parameters(), lr=0.01)
+    loss, _ = term(outputs_for(torch.randn(6, 10), torch.randn(6, 10), torch.tensor([0, 1, 2, 3, 0, 1])))
+    before = term.hidden.weight.detach().clone()
     loss.backward()
     optimizer.step()
-    assert not torch.equal(before, term.hidden_weight)
+    assert not torch.equal(before, term.hidden.weight)
 
 
 def test_bad_settings_have_clear_errors():
     term = LOSSES.build("discriminator", num_labels=3, embedding_size=4)
-    with pytest.raises(ValueError, match="num_labels"):
+    with pytest.raises(RuntimeError, match="num_classes|smaller"):  # a label >= num_labels
         term(outputs_for(torch.randn(2, 4), torch.randn(2, 4), torch.tensor([0, 3])))
     with pytest.raises(ValueError, match="views.label"):
-        term(StepOutputs(torch.randn(2, 4), torch.randn(2, 4)))
+        term(LossInputs(torch.randn(2, 4), torch.randn(2, 4)))
     with pytest.raises(ValueError, match="num_labels"):
         LOSSES.build("discriminator", num_labels=1)
-
-
-def test_deferred_parameters_take_their_shape_from_a_state_dict():
-    sized = LOSSES.build("discriminator", num_labels=3, embedding_size=6)
-    fresh = LOSSES.build("discriminator", num_labels=3)
-    assert not fresh.sized and sum(p.numel() for p in fresh.parameters()) == 0
-    fresh.load_state_dict(sized.state_dict())
-    assert fresh.sized and torch.equal(fresh.hidden_weight, sized.hidden_weight)
+    with pytest.raises(ValueError, match="embedding_size"):  # sizes are filled by the training loop
+        LOSSES.build("discriminator", num_labels=3)(outputs_for(torch.randn(2, 4), torch.randn(2, 4),
+                                                                torch.tensor([0, 1])))

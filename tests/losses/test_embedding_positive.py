@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from cselab.losses import LOSSES
-from cselab.losses.base import StepOutputs
+from cselab.losses.base import LossInputs
 from cselab.losses.embedding_positive import embedding_positive, hardest_in_batch
 from cselab.losses.infonce import InfoNCELoss
 
@@ -47,12 +47,12 @@ def test_wrapper_feeds_the_new_positives_to_the_inner_term(embeddings):
     anchor, positive = embeddings
     term = LOSSES.build("embedding_positive", kind="interpolate", strength=0.3,
                         inner={"name": "infonce", "temperature": 0.1})
-    loss, logs = term(StepOutputs(anchor, positive))
-    expected, _ = InfoNCELoss(0.1)(StepOutputs(anchor, embedding_positive(anchor, positive, "interpolate", 0.3)))
+    loss, logs = term(LossInputs(anchor, positive))
+    expected, _ = InfoNCELoss(0.1)(LossInputs(anchor, embedding_positive(anchor, positive, "interpolate", 0.3)))
     assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
     assert "infonce" in logs
     focal = LOSSES.build("embedding_positive", kind="gaussian", inner={"name": "focal", "temperature": 0.05})
-    loss, logs = focal(StepOutputs(anchor, positive))
+    loss, logs = focal(LossInputs(anchor, positive))
     assert torch.isfinite(loss) and "focal" in logs
 
 

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from cselab.losses import LOSSES
-from cselab.losses.base import StepOutputs
+from cselab.losses.base import LossInputs
 from cselab.losses.focal import focal_infonce
 from cselab.losses.infonce import InfoNCELoss
 
@@ -49,7 +49,7 @@ def test_module_uses_cosines_of_embeddings_and_hard_negatives():
     torch.manual_seed(0)
     anchor, positive, negative = torch.randn(6, 8), torch.randn(6, 8), torch.randn(6, 8)
     term = LOSSES.build("focal", temperature=TAU, margin=M)
-    loss, logs = term(StepOutputs(anchor, positive, negative))
+    loss, logs = term(LossInputs(anchor, positive, negative))
     cos = lambda a, b: (F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T).double().numpy()  # noqa: E731
     assert loss.item() == pytest.approx(hand_loss(cos(anchor, positive), TAU, M, cos(anchor, negative)), rel=1e-5)
     assert 0.0 <= logs["acc"] <= 1.0
@@ -104,7 +104,7 @@ def test_harder_negatives_get_larger_gradients():
 def test_without_modulation_and_margin_it_is_infonce():
     torch.manual_seed(0)
     anchor, positive = torch.randn(7, 16), torch.randn(7, 16)
-    outputs = StepOutputs(anchor, positive)
+    outputs = LossInputs(anchor, positive)
     plain, _ = LOSSES.build("focal", temperature=0.05, margin=0.0, modulated=False)(outputs)
     reference, _ = InfoNCELoss(temperature=0.05)(outputs)
     assert plain.item() == pytest.approx(reference.item(), rel=1e-6)
@@ -112,13 +112,15 @@ def test_without_modulation_and_margin_it_is_infonce():
     assert focal.item() != pytest.approx(reference.item(), rel=1e-3)
 
 
-def test_temperature_default_follows_the_backbone(tiny_encoder):
-    term = LOSSES.build("focal")
-    _, logs = term(StepOutputs(torch.randn(4, 8), torch.randn(4, 8), extra={"encoder": tiny_encoder}))
-    assert logs["focal_tau"] == 0.07  # BERT-like
-    tiny_encoder.backbone.config.model_type = "roberta"
-    _, logs = term(StepOutputs(torch.randn(4, 8), torch.randn(4, 8), extra={"encoder": tiny_encoder}))
-    assert logs["focal_tau"] == 0.05
+def test_temperature_default_follows_the_backbone():
+    from cselab.losses import build_objective
+
+    objective = build_objective([{"name": "focal"}], {"model_type": "bert"})
+    _, logs = objective(LossInputs(torch.randn(4, 8), torch.randn(4, 8)))
+    assert logs["focal_tau"].item() == pytest.approx(0.07)  # BERT-like
+    objective = build_objective([{"name": "focal"}], {"model_type": "roberta"})
+    _, logs = objective(LossInputs(torch.randn(4, 8), torch.randn(4, 8)))
+    assert logs["focal_tau"].item() == pytest.approx(0.05)
 
 
 def test_invalid_temperature_is_rejected():

@@ -1,12 +1,13 @@
-"""The MLM term: BERT's 15% / 80-10-10 masking, protected tokens, tied prediction head."""
+"""The MLM term and its masking: BERT's 15% / 80-10-10 in the collator, protected tokens, a
+per-step seed, the tied prediction head, and a head that learns."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from cselab.losses import LOSSES
-from cselab.losses.base import StepOutputs
-from cselab.losses.mlm import IGNORE
+from cselab.data.masking import IGNORE, MlmMasking
+from cselab.losses import LOSSES, build_objective
+from cselab.losses.base import LossInputs, MaskedTokens
 
 
 def synthetic_batch(tokenizer, rows: int = 400, width: int = 64, seed: int = 0):
@@ -22,22 +23,24 @@ def synthetic_batch(tokenizer, rows: int = 400, width: int = 64, seed: int = 0):
 
 def test_masking_rates_and_protected_tokens(tiny_encoder):
     tokenizer = tiny_encoder.tokenizer
-    torch.manual_seed(0)
     ids, attention = synthetic_batch(tokenizer)
-    masked, labels = LOSSES.build("mlm").mask(ids, attention, tokenizer)
+    batch = MlmMasking(tokenizer)({"input_ids": ids, "attention_mask": attention}, seed=0)
+    masked = batch.features["input_ids"]
+    selected = torch.zeros(ids.numel(), dtype=torch.bool)
+    selected[batch.positions] = True
+    selected = selected.view_as(ids)
     special = torch.isin(ids, torch.tensor(tokenizer.all_special_ids)) | (attention == 0)
-    selected = labels != IGNORE
     # Special tokens and padding: never selected, never changed.
     assert not selected[special].any()
     assert torch.equal(masked[special], ids[special])
     # Unselected tokens are unchanged; selected ones keep their original id as the label.
     assert torch.equal(masked[~selected], ids[~selected])
-    assert torch.equal(labels[selected], ids[selected])
+    assert torch.equal(batch.labels, ids.reshape(-1)[batch.positions])
+    assert IGNORE not in batch.labels
     eligible = (~special).sum().item()
     assert eligible > 10000
     assert selected.sum().item() / eligible == pytest.approx(0.15, abs=0.01)
-    chosen = masked[selected]
-    original = ids[selected]
+    chosen, original = masked[selected], ids[selected]
     as_mask = (chosen == tokenizer.mask_token_id).float().mean().item()
     unchanged = (chosen == original).float().mean().item()
     random_token = ((chosen != tokenizer.mask_token_id) & (chosen != original)).float().mean().item()
@@ -46,45 +49,57 @@ def test_masking_rates_and_protected_tokens(tiny_encoder):
     assert unchanged == pytest.approx(0.1, abs=0.03)
 
 
-def step_outputs(encoder, sentences):
-    features = dict(encoder.tokenize(sentences))
-    n = len(sentences)
-    embeddings = torch.randn(n, encoder.hidden_size)
-    return StepOutputs(embeddings, embeddings, extra={"features": features, "roles": {"anchor": slice(0, n)},
-                                                      "encoder": encoder, "step": 0})
+def test_masks_depend_on_the_seed_only(tiny_encoder):
+    ids, attention = synthetic_batch(tiny_encoder.tokenizer, rows=32)
+    masking = MlmMasking(tiny_encoder.tokenizer)
+    first = masking({"input_ids": ids, "attention_mask": attention}, seed=7)
+    torch.manual_seed(123)  # the global RNG plays no part
+    again = masking({"input_ids": ids, "attention_mask": attention}, seed=7)
+    other = masking({"input_ids": ids, "attention_mask": attention}, seed=8)
+    assert torch.equal(first.positions, again.positions) and torch.equal(first.features["input_ids"],
+                                                                         again.features["input_ids"])
+    assert not torch.equal(first.positions, other.positions)
 
 
 SENTENCES = ["the cat sat on the warm mat near the door", "a dog ran across the green field today",
              "my neighbour paints small houses in the evening", "the teacher reads a long letter aloud"] * 4
 
 
+def masked_tokens(encoder, masking, seed=0) -> MaskedTokens:
+    """What the training step hands the term: hidden states at the masked positions (steps.py)."""
+    batch = masking(dict(encoder.tokenize(SENTENCES)), seed)
+    states = encoder.token_states(batch.features)
+    return MaskedTokens(states.reshape(-1, states.shape[-1])[batch.positions], batch.labels,
+                        encoder.input_embeddings())
+
+
+def mlm_term(encoder):
+    context = {"hidden_size": encoder.hidden_size, "vocab_size": encoder.input_embeddings().shape[0]}
+    return build_objective([{"name": "mlm"}], context).terms[0]
+
+
 def test_head_is_tied_to_the_input_embeddings(tiny_encoder):
     torch.manual_seed(0)
-    term = LOSSES.build("mlm", probability=0.3)
-    outputs = step_outputs(tiny_encoder, SENTENCES)
-    loss, logs = term(outputs)
-    embedding = tiny_encoder.backbone.get_input_embeddings().weight
-    assert term.decoder(tiny_encoder.backbone) is embedding
+    term = mlm_term(tiny_encoder)
+    loss, logs = term(LossInputs(masked=masked_tokens(tiny_encoder, MlmMasking(tiny_encoder.tokenizer, 0.3))))
+    embedding = tiny_encoder.input_embeddings()
     assert all(p is not embedding for p in term.parameters())  # tied, not a copy
     assert term.decoder_bias.shape == (embedding.shape[0],)
-    assert term.transform_weight.shape == (tiny_encoder.hidden_size, tiny_encoder.hidden_size)
+    assert term.transform.weight.shape == (tiny_encoder.hidden_size, tiny_encoder.hidden_size)
     loss.backward()
     assert embedding.grad is not None and embedding.grad.abs().sum() > 0
     assert loss.item() == pytest.approx(torch.log(torch.tensor(float(embedding.shape[0]))).item(), rel=0.2)
-    untied = LOSSES.build("mlm", tie_to_input_embeddings=False)
-    untied(outputs)
-    assert untied.decoder_weight.shape == embedding.shape and untied.decoder(tiny_encoder.backbone) is untied.decoder_weight
+    assert set(logs) == {"mlm", "mlm_acc"} and all(torch.is_tensor(v) for v in logs.values())
 
 
 def test_mlm_learns_on_a_fixed_batch(tiny_encoder):
     torch.manual_seed(0)
-    term = LOSSES.build("mlm", hidden_size=tiny_encoder.hidden_size,
-                        vocab_size=tiny_encoder.backbone.get_input_embeddings().weight.shape[0])
+    term = mlm_term(tiny_encoder)
+    masking = MlmMasking(tiny_encoder.tokenizer)
     optimizer = torch.optim.AdamW([*tiny_encoder.parameters(), *term.parameters()], lr=3e-3)
-    outputs = step_outputs(tiny_encoder, SENTENCES)
     losses = []
     for _ in range(25):
-        loss, _ = term(outputs)
+        loss, _ = term(LossInputs(masked=masked_tokens(tiny_encoder, masking, seed=0)))
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -92,20 +107,32 @@ def test_mlm_learns_on_a_fixed_batch(tiny_encoder):
     assert sum(losses[-5:]) / 5 < 0.7 * sum(losses[:5]) / 5
 
 
-def test_invalid_rates_are_rejected():
+def test_invalid_rates_and_missing_inputs_are_rejected():
     with pytest.raises(ValueError, match="probability"):
         LOSSES.build("mlm", probability=0.0)
     with pytest.raises(ValueError, match="sum"):
         LOSSES.build("mlm", mask_replace_prob=0.8, random_replace_prob=0.3)
+    with pytest.raises(ValueError, match="masked tokens"):
+        LOSSES.build("mlm", hidden_size=4, vocab_size=10)(LossInputs(torch.randn(2, 4)))
 
 
-def test_original_sentences_are_masked_when_the_batch_carries_them(tiny_encoder):
+def test_the_collator_masks_the_original_sentences_not_the_views(tiny_encoder):
     """CLEAR masks the original sentences, not the augmented views the contrastive term sees."""
-    outputs = step_outputs(tiny_encoder, ["[DEL] sat [DEL] mat", "dog ran [DEL]"])
-    originals = dict(tiny_encoder.tokenize(["the cat sat on the mat", "a dog ran across the field"]))
-    outputs.extra["original_features"] = originals
-    tokens = LOSSES.get("mlm").source_tokens(outputs)
-    assert torch.equal(tokens["input_ids"], originals["input_ids"])
-    del outputs.extra["original_features"]
-    tokens = LOSSES.get("mlm").source_tokens(outputs)
-    assert torch.equal(tokens["input_ids"], outputs.extra["features"]["input_ids"])
+    from cselab.config import ViewsConfig
+    from cselab.data.collate import Collator
+    from cselab.data.views import ViewBuilder
+
+    class Deleter:
+        def augment(self, sentences, seed):
+            return ["[DEL] " + " ".join(s.split()[1:]) for s in sentences]
+
+    views = ViewBuilder(ViewsConfig(), ["x", "y"], seed=0)
+    views.anchor = views.positive = Deleter()
+    collator = Collator(tiny_encoder.tokenize, views, masking=MlmMasking(tiny_encoder.tokenizer))
+    sentences = ["the cat sat on the mat", "a dog ran across the field"]
+    batch = collator((0, sentences))
+    originals = tiny_encoder.tokenize(sentences)["input_ids"]
+    unmasked = batch.masked.features["input_ids"].clone().reshape(-1)
+    unmasked[batch.masked.positions] = batch.masked.labels
+    assert torch.equal(unmasked.view_as(originals), originals)
+    assert not torch.equal(batch.features["input_ids"][:2, :originals.shape[1]], originals)

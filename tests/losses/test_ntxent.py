@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from cselab.losses import LOSSES
-from cselab.losses.base import StepOutputs
+from cselab.losses.base import LossInputs
 
 TAU = 0.1
 
@@ -36,14 +36,14 @@ def batch():
 
 def test_matches_hand_computation(batch):
     anchor, positive, _ = batch
-    loss, logs = LOSSES.build("ntxent", temperature=TAU)(StepOutputs(torch.tensor(anchor), torch.tensor(positive)))
+    loss, logs = LOSSES.build("ntxent", temperature=TAU)(LossInputs(torch.tensor(anchor), torch.tensor(positive)))
     assert loss.item() == pytest.approx(hand_ntxent(anchor, positive, TAU), rel=1e-6)
     assert 0 <= logs["acc"] <= 1
 
 
 def test_negatives_are_extra_columns_for_every_view(batch):
     anchor, positive, negative = batch
-    outputs = StepOutputs(torch.tensor(anchor), torch.tensor(positive), torch.tensor(negative))
+    outputs = LossInputs(torch.tensor(anchor), torch.tensor(positive), torch.tensor(negative))
     loss, _ = LOSSES.build("ntxent", temperature=TAU)(outputs)
     assert loss.item() == pytest.approx(hand_ntxent(anchor, positive, TAU, negative), rel=1e-6)
 
@@ -51,21 +51,21 @@ def test_negatives_are_extra_columns_for_every_view(batch):
 def test_self_similarity_is_masked(batch):
     """Were the diagonal (cos = 1) a column, the loss would be larger than the hand value."""
     anchor, positive, _ = batch
-    loss, _ = LOSSES.build("ntxent", temperature=TAU)(StepOutputs(torch.tensor(anchor), torch.tensor(positive)))
+    loss, _ = LOSSES.build("ntxent", temperature=TAU)(LossInputs(torch.tensor(anchor), torch.tensor(positive)))
     views = F.normalize(torch.tensor(np.concatenate([anchor, positive])), dim=-1)
     unmasked = views @ views.T / TAU
     targets = torch.tensor([4, 5, 6, 7, 0, 1, 2, 3])
     assert loss.item() < F.cross_entropy(unmasked, targets).item()
     # Identical views: the twin equals self; masked, each row's loss is log(1 + other columns).
     same = torch.tensor(anchor)
-    loss_same, _ = LOSSES.build("ntxent", temperature=TAU)(StepOutputs(same, same.clone()))
+    loss_same, _ = LOSSES.build("ntxent", temperature=TAU)(LossInputs(same, same.clone()))
     assert loss_same.item() == pytest.approx(hand_ntxent(anchor, anchor, TAU), rel=1e-3)
 
 
 def test_without_intra_view_negatives_is_symmetric_infonce(batch):
     anchor, positive, _ = batch
     a, p = torch.tensor(anchor), torch.tensor(positive)
-    loss, _ = LOSSES.build("ntxent", temperature=TAU, intra_view_negatives=False)(StepOutputs(a, p))
+    loss, _ = LOSSES.build("ntxent", temperature=TAU, intra_view_negatives=False)(LossInputs(a, p))
     logits = F.normalize(a, dim=-1) @ F.normalize(p, dim=-1).T / TAU
     targets = torch.arange(4)
     expected = (F.cross_entropy(logits, targets) + F.cross_entropy(logits.T, targets)) / 2
@@ -74,11 +74,11 @@ def test_without_intra_view_negatives_is_symmetric_infonce(batch):
 
 def test_label_view_as_positive(batch):
     anchor, positive, negative = batch
-    outputs = StepOutputs(torch.tensor(anchor), torch.tensor(positive),
-                          extra={"label_view": torch.tensor(negative[:1].repeat(4, 0) + anchor)})
+    outputs = LossInputs(torch.tensor(anchor), torch.tensor(positive),
+                         label_view=torch.tensor(negative[:1].repeat(4, 0) + anchor))
     loss, _ = LOSSES.build("ntxent", temperature=TAU, positive_role="label_view")(outputs)
     assert loss.item() == pytest.approx(hand_ntxent(anchor, negative[:1].repeat(4, 0) + anchor, TAU), rel=1e-6)
     with pytest.raises(ValueError, match="views.label"):
-        LOSSES.build("ntxent", positive_role="label_view")(StepOutputs(torch.tensor(anchor), torch.tensor(positive)))
+        LOSSES.build("ntxent", positive_role="label_view")(LossInputs(torch.tensor(anchor), torch.tensor(positive)))
     with pytest.raises(ValueError, match="positive_role"):
         LOSSES.build("ntxent", positive_role="anchor")

@@ -11,8 +11,9 @@ def test_deletion_augmenters_declare_their_placeholder_through_compositions():
     deletion = build_augmenter("clear_word_deletion")
     assert special_tokens(deletion) == ("[DEL]",)
     assert special_tokens(build_augmenter("clear_word_deletion", placeholder=None)) == ()
-    nested = build_augmenter("sequence", steps=[{"name": "clear_synonym_substitution"},
-                                                {"name": "one_of", "choices": ["clear_span_deletion", "clear_reorder"]}])
+    nested = build_augmenter("sequence", steps=[
+        {"name": "clear_synonym_substitution"},
+        {"name": "one_of", "choices": ["clear_span_deletion", "clear_reorder"]}])
     assert special_tokens(nested) == ("[DEL]",)
     assert special_tokens(build_augmenter("clear_reorder")) == ()
 
@@ -32,7 +33,6 @@ def test_clear_training_saves_the_placeholder_with_the_model(tmp_path, tiny_corp
     import cselab
     from cselab.config import load_config
     from cselab.train.loop import train
-
     from tests.conftest import TINY_BERT
 
     overrides = [f"data.corpus={tiny_corpus}", "optim.max_steps=2", "optim.batch_size=4", "train.eval_steps=0",

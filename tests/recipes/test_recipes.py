@@ -9,7 +9,7 @@ import pytest
 import torch
 import yaml
 
-from cselab.config import RECIPE_DIR, load_config, list_recipes
+from cselab.config import RECIPE_DIR, list_recipes, load_config
 
 
 def _tiny_bert() -> dict:
@@ -186,41 +186,51 @@ def test_composition_by_overrides(tiny_corpus, tmp_path):
     assert "focal" in last and "mlm" in last
 
 
-def test_lazily_sized_terms_are_trained_by_the_loop(tiny_corpus, tmp_path, monkeypatch):
-    """The optimizer is built before the first step; the discriminator's and MLM head's parameters,
-    sized at that step, must still be updated."""
-    import cselab.train.loop as loop
+def test_terms_with_their_own_parameters_are_sized_before_the_first_step_and_trained(tiny_corpus, tmp_path,
+                                                                                     monkeypatch):
+    """The discriminator's and the MLM head's sizes come from the model before step 1; the optimizer
+    holds their parameters and updates them."""
+    import cselab.train.parts as parts
 
     built = []
-    original = loop.build_objective
+    original = parts.build_objective
 
     def capture(terms, context=None):
-        objective = original(terms)  # no sizes given: the terms size themselves at the first step
-        for _, _, term in objective:
-            snapshots = {}
-
-            def snapshot(module, args, output, snapshots=snapshots):
-                # After the first forward: sized, not yet stepped.
-                if not snapshots:
-                    snapshots.update({k: v.detach().clone() for k, v in module.named_parameters()})
-
-            term.register_forward_hook(snapshot)
-            built.append((term, snapshots))
+        objective = original(terms, context)
+        built.extend((name, term, {k: v.detach().clone() for k, v in term.named_parameters()})
+                     for name, term in zip(objective.names, objective.terms, strict=True))
         return objective
 
-    monkeypatch.setattr(loop, "build_objective", capture)
+    monkeypatch.setattr(parts, "build_objective", capture)
     overrides = tiny_overrides(tiny_corpus, tmp_path / "run") + [
         "views.label=[eda_random_deletion, eda_random_swap]", "model.projection=bn_mlp",
-        "objective=[{name: infonce}, {name: discriminator, weight: 0.5, num_labels: 3}, {name: mlm}]"]
+        "objective=[{name: infonce}, {name: discriminator, weight: 0.5}, {name: mlm}]"]
     config = load_or_skip("simcse", overrides)
     skip_unless_registered(config)
-    loop.train(config, progress=False)
-    assert len(built) == 3
-    for term, snapshots in built[1:]:
-        assert snapshots, type(term).__name__
-        for name, parameter in term.named_parameters():
-            assert snapshots[name].numel() > 0, f"{type(term).__name__}.{name} was never sized"
-            assert not torch.equal(snapshots[name], parameter.detach()), f"{type(term).__name__}.{name} never updated"
+    from cselab.train.loop import train
+
+    train(config, progress=False)
+    assert [name for name, _, _ in built] == ["infonce", "discriminator", "mlm"]
+    assert built[1][1].num_labels == 3
+    for name, term, before in built[1:]:
+        assert before, f"{name} has no parameters"
+        for key, parameter in term.named_parameters():
+            assert not torch.equal(before[key], parameter.detach()), f"{name}.{key} never updated"
+
+
+def test_a_discriminator_without_label_views_or_with_the_wrong_label_count_is_refused(tiny_corpus, tmp_path):
+    from cselab.config import ConfigError
+    from cselab.train.loop import train
+
+    base = tiny_overrides(tiny_corpus, tmp_path / "run")
+    config = load_or_skip("simcse", base + ["objective=[{name: infonce}, {name: discriminator}]"])
+    with pytest.raises(ConfigError, match="views.label"):
+        train(config, progress=False)
+    config = load_or_skip("simcse", base + ["views.label=[eda_random_deletion]",
+                                            "objective=[{name: infonce}, {name: discriminator, num_labels: 5}]"])
+    skip_unless_registered(config)
+    with pytest.raises(ConfigError, match="num_labels"):
+        train(config, progress=False)
 
 
 def test_recipes_are_valid_yaml_mappings():
@@ -229,9 +239,9 @@ def test_recipes_are_valid_yaml_mappings():
         assert isinstance(data, dict) and data, recipe
 
 
-def test_run_with_deferred_parameters_resumes_from_a_checkpoint(tiny_corpus, tmp_path):
-    """Sized at the first step, the discriminator and MLM head are sized from the checkpoint on
-    resume; the resumed run ends exactly where the uninterrupted one did."""
+def test_run_with_term_parameters_resumes_from_a_checkpoint(tiny_corpus, tmp_path):
+    """The discriminator's and the MLM head's parameters are restored from the checkpoint on resume;
+    the resumed run ends exactly where the uninterrupted one did."""
     import shutil
 
     from cselab.train.loop import train

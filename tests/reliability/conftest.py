@@ -73,7 +73,7 @@ TIMING_KEYS = {"model_tflops", "mfu"}
 
 def assert_same_metrics(a: list[dict], b: list[dict], atol: float = 1e-5) -> None:
     assert [r["step"] for r in a] == [r["step"] for r in b]
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         assert x.keys() == y.keys()
         for key in x.keys() - TIMING_KEYS:
             assert abs(x[key] - y[key]) <= atol * max(1.0, abs(x[key])), (x["step"], key, x[key], y[key])
@@ -126,20 +126,20 @@ CRASHED = "simulated crash"
 @pytest.fixture
 def crash_at(monkeypatch):
     """crash_at(k): the objective raises Crash while computing step k (1-based, as in metrics.jsonl)."""
-    from cselab.losses.infonce import InfoNCELoss
+    from cselab.train.steps import PlainStep
 
-    original = InfoNCELoss.forward
+    original = PlainStep.loss
 
     def arm(step: int) -> None:
-        def forward(self, outputs):
-            if outputs.extra["step"] + 1 == step:
+        def loss(self, embeddings, batch):
+            if batch.step + 1 == step:
                 raise Crash(f"{CRASHED} at step {step}")
-            return original(self, outputs)
+            return original(self, embeddings, batch)
 
-        monkeypatch.setattr(InfoNCELoss, "forward", forward)
+        monkeypatch.setattr(PlainStep, "loss", loss)
 
     yield arm
-    monkeypatch.setattr(InfoNCELoss, "forward", original)
+    monkeypatch.setattr(PlainStep, "loss", original)
 
 
 @pytest.fixture

@@ -75,13 +75,15 @@ KNOWN_KEYS = ["model.name_or_path", "model.pooler", "model.mlp", "model.max_seq_
               "objective", "optim.lr", "optim.batch_size", "optim.max_steps", "optim.warmup_ratio", "train.seed",
               "train.precision", "train.save_steps", "train.num_workers", "recipe", "model", "optim", "train"]
 KEYS = st.one_of(st.sampled_from(KNOWN_KEYS), st.text(max_size=20),
-                 st.lists(st.sampled_from(["model", "optim", "x", "", "lr", "seed"]), min_size=1, max_size=4).map(".".join))
+                 st.lists(st.sampled_from(["model", "optim", "x", "", "lr", "seed"]),
+                          min_size=1, max_size=4).map(".".join))
 RAW_VALUES = st.one_of(st.text(max_size=30), st.sampled_from(
     ["-1", "0", "1e-5", "1e300", ".nan", "-.inf", "null", "true", "[]", "{}", "[{name: infonce}]",
      "[{name: infonce, temperature: -1}]", "[{name: infonce, weight: x}]", "{a: 1}", "[1, 2]", "'5'",
      "2020-01-01", "!!binary aGVsbG8=", "&a [*a]", "{model_type: bert}"]))
 JSONISH = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),
-                       lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=10), inner, max_size=3),
+                       lambda inner: (st.lists(inner, max_size=3)
+                                      | st.dictionaries(st.text(max_size=10), inner, max_size=3)),
                        max_leaves=8)
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

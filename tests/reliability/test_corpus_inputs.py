@@ -10,7 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cselab.data.corpus import MAX_CHARS, CorpusError, iter_corpus, read_corpus
+from cselab.data.corpus import MAX_CHARS, CorpusError, iter_corpus
+from cselab.data.indexed import read_corpus
 
 
 def test_every_kind_of_dirty_line_is_cleaned_or_skipped_and_counted(tmp_path):

@@ -7,8 +7,17 @@ import signal
 import subprocess
 
 from cselab.train import checkpoint as ckpt
-from tests.reliability.conftest import (STEPS, assert_same_metrics, assert_same_weights, cli_command, load_config_for,
-                                        metric_records, model_weights, subprocess_env, wait_for_step)
+from tests.reliability.conftest import (
+    STEPS,
+    assert_same_metrics,
+    assert_same_weights,
+    cli_command,
+    load_config_for,
+    metric_records,
+    model_weights,
+    subprocess_env,
+    wait_for_step,
+)
 
 
 def test_sigkill_mid_run_then_same_command_finishes_like_an_uninterrupted_run(tmp_path, corpus_file, reference_run):

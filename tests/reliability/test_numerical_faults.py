@@ -8,26 +8,28 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from cselab.errors import TrainingError
 from cselab.train import checkpoint as ckpt
-from cselab.train.loop import BEST_MODEL, TrainingError, train
+from cselab.train.loop import train
+from cselab.train.selection import BEST_MODEL
 from tests.reliability.conftest import load_config_for, model_weights
 
 
 @pytest.fixture
 def poison_loss_at(monkeypatch):
-    """poison_loss_at(k, value): the InfoNCE loss of step k (1-based) becomes ``value``."""
-    from cselab.losses.infonce import InfoNCELoss
+    """poison_loss_at(k, value): the loss of step k (1-based) becomes ``value``."""
+    from cselab.train.steps import PlainStep
 
-    original = InfoNCELoss.forward
+    original = PlainStep.loss
 
     def arm(step: int, value: float) -> None:
-        def forward(self, outputs):
-            loss, logs = original(self, outputs)
-            if outputs.extra["step"] + 1 == step:
-                loss = loss * value  # keeps the graph, so a NaN would reach the weights if not caught
-            return loss, logs
+        def loss(self, embeddings, batch):
+            value_, logs = original(self, embeddings, batch)
+            if batch.step + 1 == step:
+                value_ = value_ * value  # keeps the graph: the NaN reaches the weights of the running process
+            return value_, logs
 
-        monkeypatch.setattr(InfoNCELoss, "forward", forward)
+        monkeypatch.setattr(PlainStep, "loss", loss)
 
     return arm
 
@@ -55,30 +57,28 @@ def test_non_finite_loss_stops_naming_the_step_and_keeps_the_best_model(tmp_path
 
 
 def test_non_finite_gradient_stops_before_the_update(tmp_path, corpus_file, monkeypatch):
-    """A finite loss whose gradient is NaN (d sqrt(x)/dx at 0) must not reach the weights or a checkpoint."""
-    import cselab.train.loop as loop
+    """A finite loss whose gradient is NaN (d sqrt(x)/dx at 0) stops the run naming its step; no
+    checkpoint is written from the poisoned weights (checks run on the device, read at the window's end)."""
     from cselab.losses.infonce import InfoNCELoss
 
-    original, built = InfoNCELoss.forward, {}
+    original = InfoNCELoss.forward
+    calls = []
 
-    def forward(self, outputs):
-        loss, logs = original(self, outputs)
-        if outputs.extra["step"] + 1 == 3:
-            loss = loss + 0 * torch.sqrt(outputs.anchor[0, 0] * 0)  # adds 0 to the loss, NaN to the gradient
+    def forward(self, inputs):
+        loss, logs = original(self, inputs)
+        calls.append(None)
+        if len(calls) == 3:
+            loss = loss + 0 * torch.sqrt(inputs.anchor[0, 0] * 0)  # adds 0 to the loss, NaN to the gradient
         return loss, logs
 
-    def keep_encoder(config):
-        built["model"] = build(config)
-        return built["model"]
-
-    build = loop.build_encoder
     monkeypatch.setattr(InfoNCELoss, "forward", forward)
-    monkeypatch.setattr(loop, "build_encoder", keep_encoder)
     out_dir = tmp_path / "run"
-    with pytest.raises(TrainingError, match=r"^step 3: gradient norm is nan"):
-        train(load_config_for(corpus_file, out_dir, **{"train.save_steps": 1, "optim.max_grad_norm": 0}), progress=False)
-    assert all(torch.isfinite(p).all() for p in built["model"].parameters())
-    assert [ckpt.checkpoint_step(p) for p in ckpt.list_checkpoints(out_dir / "checkpoints")] == [1, 2]
+    with pytest.raises(TrainingError, match=r"^step 3: gradient norm is not finite"):
+        config = load_config_for(corpus_file, out_dir, **{"train.save_steps": 1, "optim.max_grad_norm": 0})
+        train(config, progress=False)
+    checkpoints = ckpt.list_checkpoints(out_dir / "checkpoints")
+    assert [ckpt.checkpoint_step(p) for p in checkpoints] == [1, 2]
+    assert all(torch.isfinite(t).all() for t in load_file(str(checkpoints[-1] / "model.safetensors")).values())
 
 
 def test_cli_reports_a_numerical_fault_in_one_line(tmp_path, corpus_file, poison_loss_at, capsys):
@@ -90,11 +90,11 @@ def test_cli_reports_a_numerical_fault_in_one_line(tmp_path, corpus_file, poison
     for item in base_overrides(corpus_file, tmp_path / "run"):
         args += ["--set", item]
     if "TrainingError" not in open(cli.__file__, encoding="utf-8").read():
-        with pytest.raises(TrainingError, match=r"^step 2: loss is nan"):
+        with pytest.raises(TrainingError, match=r"^step 2: loss is not finite"):
             cli.main(args)
         pytest.xfail("cselab/cli.py does not catch TrainingError yet (asked of the lead): a traceback, not one line")
     assert cli.main(args) != 0
     err = capsys.readouterr().err
     # The progress bar also writes to stderr; the error itself is one line and no traceback.
     errors = [line for line in err.splitlines() if "error:" in line]
-    assert len(errors) == 1 and "step 2: loss is nan" in errors[0] and "Traceback" not in err
+    assert len(errors) == 1 and "step 2: loss is not finite" in errors[0] and "Traceback" not in err

@@ -10,9 +10,18 @@ import pytest
 
 from cselab.config import ConfigError
 from cselab.train import checkpoint as ckpt
-from cselab.train.loop import BEST_MODEL, train
-from tests.reliability.conftest import (CRASHED, STEPS, Crash, assert_same_metrics, assert_same_weights, load_config_for,
-                                        metric_records, model_weights)
+from cselab.train.loop import train
+from cselab.train.selection import BEST_MODEL, BestModel
+from tests.reliability.conftest import (
+    CRASHED,
+    STEPS,
+    Crash,
+    assert_same_metrics,
+    assert_same_weights,
+    load_config_for,
+    metric_records,
+    model_weights,
+)
 
 
 @pytest.mark.parametrize("crash_step,resume_workers", [(5, 0), (7, 2)])
@@ -130,8 +139,6 @@ def test_checkpoint_holds_no_pickle(reference_run):
 def test_best_dev_model_stays_consistent_across_a_crash(tmp_path, corpus_file, stsb_dev_dir, monkeypatch, mode):
     """The best model is saved between checkpoints; a crash after (or in the middle of) that save
     must leave the directory, its marker and the resumed run agreeing with an uninterrupted run."""
-    import cselab.train.loop as loop
-
     extra = {"train.eval_steps": 2, "train.save_steps": 4, "data.dev_dir": str(stsb_dev_dir)}
     reference = tmp_path / "reference"
     train(load_config_for(corpus_file, reference, **extra), progress=False)
@@ -149,19 +156,20 @@ def test_best_dev_model_stays_consistent_across_a_crash(tmp_path, corpus_file, s
     crash_step = between[-1]
 
     out_dir = tmp_path / "run"
-    original = loop.save_best_model
+    original = BestModel.save
 
-    def crashing_save(model, directory, step, score):
+    def crashing_save(self, step, score):
+        directory = self.out_dir
         if step == crash_step:
             if mode == "during_best_save":
                 (directory / BEST_MODEL).unlink(missing_ok=True)
                 (directory / "model.safetensors").write_bytes(b"partial")
                 raise Crash(f"{CRASHED}: killed while writing the best model")
-            original(model, directory, step, score)
+            original(self, step, score)
             raise Crash(f"{CRASHED}: killed right after writing the best model")
-        original(model, directory, step, score)
+        original(self, step, score)
 
-    monkeypatch.setattr(loop, "save_best_model", crashing_save)
+    monkeypatch.setattr(BestModel, "save", crashing_save)
     with pytest.raises(Exception, match=CRASHED):
         train(load_config_for(corpus_file, out_dir, **extra), progress=False)
     monkeypatch.undo()

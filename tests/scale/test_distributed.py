@@ -12,9 +12,9 @@ SCRIPT = r'''
 import json, os, sys
 import torch, torch.distributed as dist
 sys.path.insert(0, os.environ["REPO_SRC"])
-from cselab.losses.base import StepOutputs
+from cselab.losses.base import LossInputs
 from cselab.losses.infonce import InfoNCELoss
-from cselab.train.distributed import gather_outputs, world_size
+from cselab.train.distributed import gather_inputs, world_size
 
 def model_and_data():
     torch.manual_seed(0)
@@ -25,7 +25,7 @@ def model_and_data():
     return layer, x, y, z
 
 def step(layer, x, y, z):
-    outputs = gather_outputs(StepOutputs(anchor=layer(x), positive=layer(y), negative=layer(z)))
+    outputs = gather_inputs(LossInputs(anchor=layer(x), positive=layer(y), negative=layer(z)))
     loss, _ = InfoNCELoss(temperature=0.1)(outputs)
     (loss * world_size()).backward()
     return loss.item()
@@ -58,9 +58,10 @@ def test_two_processes_match_one_process_on_the_global_batch(tmp_path):
     single = json.loads(subprocess.run([sys.executable, str(script), "single"], env=env, check=True,
                                        capture_output=True, text=True).stdout)
     multi_run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-                                "--master_port=29533", str(script), "ddp"], env=env, capture_output=True, text=True, timeout=120)
+                                "--master_port=29533", str(script), "ddp"],
+                               env=env, capture_output=True, text=True, timeout=120)
     assert multi_run.returncode == 0, multi_run.stderr[-2000:]
     multi = json.loads([line for line in multi_run.stdout.splitlines() if line.startswith("{")][0])
     assert multi["loss"] == pytest.approx(single["loss"], abs=1e-5)
-    for a, b in zip(single["grads"], multi["grads"]):
+    for a, b in zip(single["grads"], multi["grads"], strict=True):
         assert torch.allclose(torch.tensor(a), torch.tensor(b), atol=1e-5)

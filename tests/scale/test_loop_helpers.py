@@ -1,9 +1,10 @@
-"""Helpers of the training loop: gradient clipping equals torch's clip_grad_norm_; the matmul peak keeps its highest probe."""
+"""Helpers of the training loop: gradient clipping equals torch's clip_grad_norm_; the matmul peak
+keeps its highest probe."""
 
 import pytest
 import torch
 
-from cselab.train.loop import clip_gradients
+from cselab.train.optimizer import clip_gradients
 
 
 def with_gradients(scale: float) -> torch.nn.Module:
@@ -20,7 +21,7 @@ def test_clip_gradients_matches_clip_grad_norm(scale, max_norm):
     expected = torch.nn.utils.clip_grad_norm_(theirs.parameters(), max_norm or float("inf"))
     norm = clip_gradients(list(ours.parameters()), max_norm)
     assert torch.allclose(norm, expected)
-    for a, b in zip(ours.parameters(), theirs.parameters()):
+    for a, b in zip(ours.parameters(), theirs.parameters(), strict=True):
         assert torch.equal(a.grad, b.grad)
     if max_norm and scale == 100.0:  # it did clip
         clipped = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in ours.parameters()]))
@@ -28,7 +29,7 @@ def test_clip_gradients_matches_clip_grad_norm(scale, max_norm):
 
 
 def test_the_peak_is_the_highest_probe_so_far_and_probed_again_when_beaten_or_old(monkeypatch):
-    import cselab.train.loop as loop
+    import cselab.train.throughput as loop
 
     probes = iter([2.0e11, 3.0e11, 1.0e11, 2.5e11])
     monkeypatch.setattr(loop, "matmul_peak_flops", lambda dtype, seconds, device: next(probes))

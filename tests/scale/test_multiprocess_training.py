@@ -32,8 +32,9 @@ def test_two_processes_train_like_one_process_with_the_global_batch(tmp_path, ti
     assert multi.returncode == 0, multi.stderr[-3000:]
     losses = [[json.loads(line)["loss"] for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
               for run in ("one", "two")]
-    assert len(losses[0]) == 3 and all(abs(a - b) < 1e-5 for a, b in zip(*losses))
-    a, b = load_file(str(tmp_path / "one" / "model.safetensors")), load_file(str(tmp_path / "two" / "model.safetensors"))
+    assert len(losses[0]) == 3 and all(abs(a - b) < 1e-5 for a, b in zip(*losses, strict=True))
+    a, b = (load_file(str(tmp_path / "one" / "model.safetensors")),
+            load_file(str(tmp_path / "two" / "model.safetensors")))
     assert a.keys() == b.keys()
     # Each process pads to its own longest sentence, so sums differ by float rounding (~1e-7);
     # Adam's normalised update carries that into the weights at a scale of lr x 1e-1 at most.

@@ -17,7 +17,8 @@ SIZES = dict(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_
 def tiny(kind: str, dropout: float = 0.0) -> nn.Module:
     torch.manual_seed(0)
     config = (BertConfig if kind == "bert" else RobertaConfig)(
-        **SIZES, pad_token_id=0 if kind == "bert" else 1, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+        **SIZES, pad_token_id=0 if kind == "bert" else 1, hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout)
     return (BertModel if kind == "bert" else RobertaModel)(config, add_pooling_layer=False)
 
 
@@ -38,7 +39,7 @@ def test_every_hidden_state_equals_the_padded_forward_on_real_tokens(kind):
     unpadded = unpadded_forward(model, ids, mask, all_hidden_states=True)
     assert len(unpadded) == len(reference) == SIZES["num_hidden_layers"] + 1
     real = mask.bool()
-    for ours, theirs in zip(unpadded, reference):
+    for ours, theirs in zip(unpadded, reference, strict=True):
         assert ours.shape == theirs.shape
         assert torch.allclose(ours[real], theirs[real], atol=1e-5)
     assert unpadded[-1][~real].abs().max() == 0  # pads are zeros, never garbage
@@ -59,7 +60,7 @@ def test_gradients_equal_the_padded_forward(kind):
 
     mean_pool_loss(padded_model(input_ids=ids, attention_mask=mask).last_hidden_state).backward()
     mean_pool_loss(unpadded_forward(unpadded_model, ids, mask)[0]).backward()
-    pairs = list(zip(padded_model.named_parameters(), unpadded_model.parameters()))
+    pairs = list(zip(padded_model.named_parameters(), unpadded_model.parameters(), strict=True))
     assert all(theirs.grad is not None for (_, theirs), _ in pairs)
     for (name, theirs), ours in pairs:
         assert torch.allclose(ours.grad, theirs.grad, atol=1e-5), name
@@ -153,7 +154,7 @@ def test_persistent_embedding_gradient_equals_nn_embedding():
                 ids = torch.tensor([[0, 2, 0, 5], [7, 7, 1, 0]]) + 3 * step * chunk
                 model(ids).backward()
         buffers.add(persistent.embedding.weight.grad.data_ptr())
-        for ours, theirs in zip(persistent.parameters(), reference.parameters()):
+        for ours, theirs in zip(persistent.parameters(), reference.parameters(), strict=True):
             assert torch.allclose(ours.grad, theirs.grad, atol=1e-6)
         assert persistent.embedding.weight.grad[0].abs().max() > 0  # the tied decoder's share of row 0
     assert len(buffers) == 1  # one buffer, kept across steps

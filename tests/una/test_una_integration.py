@@ -55,18 +55,19 @@ def test_paraphrase_recipe_fits_tfidf_on_the_cached_positives_too(tmp_path, corp
 def test_five_una_steps_put_negatives_in_every_step(tmp_path, tiny_corpus, monkeypatch):
     """negative_every=1: every step encodes anchors, positives and UNA negatives in one forward pass."""
     import cselab.train.loop as loop
+    from cselab.train.steps import PlainStep
 
     seen = []
-    original = loop.split_roles
+    original = PlainStep.loss
 
-    def spy(embeddings, batch, *args, **kwargs):
-        outputs = original(embeddings, batch, *args, **kwargs)
+    def spy(self, embeddings, batch):
+        negative = batch.roles.get("negative")
         seen.append({"negatives": batch.views.negatives, "anchors": batch.views.anchors,
-                     "rows": embeddings.shape[0], "negative_rows": None if outputs.negative is None
-                     else outputs.negative.shape[0]})
-        return outputs
+                     "rows": embeddings.shape[0], "negative_rows": None if negative is None
+                     else negative.stop - negative.start})
+        return original(self, embeddings, batch)
 
-    monkeypatch.setattr(loop, "split_roles", spy)
+    monkeypatch.setattr(PlainStep, "loss", spy)
     config = load_config("una", [f"data.corpus={tiny_corpus}", "optim.batch_size=8", "optim.max_steps=5",
                                  "views.negative_every=1", "train.eval_steps=0", "train.save_steps=0",
                                  "train.precision=fp32", f"train.output_dir={tmp_path / 'run'}"],
@@ -76,7 +77,7 @@ def test_five_una_steps_put_negatives_in_every_step(tmp_path, tiny_corpus, monke
     assert len(seen) == 5
     for step in seen:
         assert step["negative_rows"] == 8 and step["rows"] == 24
-        assert all(neg != anchor.lower() for neg, anchor in zip(step["negatives"], step["anchors"]))
+        assert all(neg != anchor.lower() for neg, anchor in zip(step["negatives"], step["anchors"], strict=True))
     # Every 5th step only, with the recipe's f = 5 (steps 0 and 5 of 6).
     config.views.negative_every = 5
     from cselab.data.views import ViewBuilder
@@ -91,7 +92,7 @@ def test_five_una_steps_put_negatives_in_every_step(tmp_path, tiny_corpus, monke
 def test_any_text_gives_one_deterministic_negative_per_input(fitted, sentences, seed):
     out = fitted.augment(sentences, seed)
     assert len(out) == len(sentences) and out == fitted.augment(sentences, seed)
-    for original, negative in zip(sentences, out):
+    for original, negative in zip(sentences, out, strict=True):
         if tokenize(original.lower()):
             assert negative != original.lower()
 
@@ -122,14 +123,16 @@ def test_una_paraphrase_trains_on_cached_positives(tmp_path, tiny_corpus, monkey
     cache.write_text("".join(json.dumps({"original": s, "augmented": f"{s} (cached paraphrase)",
                                          "augmentation": "back_translation", "changed": True}) + "\n"
                              for s in sentences), encoding="utf-8")
+    from cselab.train.steps import PlainStep
+
     seen = []
-    original = loop.split_roles
+    original = PlainStep.loss
 
-    def spy(embeddings, batch, *args, **kwargs):
+    def spy(self, embeddings, batch):
         seen.append(batch.views)
-        return original(embeddings, batch, *args, **kwargs)
+        return original(self, embeddings, batch)
 
-    monkeypatch.setattr(loop, "split_roles", spy)
+    monkeypatch.setattr(PlainStep, "loss", spy)
     config = load_config("una-paraphrase", [
         f"data.corpus={tiny_corpus}", "optim.batch_size=8", "optim.max_steps=2", "views.negative_every=1",
         "train.eval_steps=0", "train.save_steps=0", "train.precision=fp32", f"train.output_dir={tmp_path / 'run'}",

@@ -93,7 +93,7 @@ def test_top_tfidf_term_is_always_replaced_and_every_negative_differs(fitted, co
         for plan in plans:
             assert int(np.argmax(plan.scores)) in plan.chosen
         negatives = fitted.augment(corpus[:600], seed)
-        assert all(neg != s.lower() for neg, s in zip(negatives, corpus[:600]))
+        assert all(neg != s.lower() for neg, s in zip(negatives, corpus[:600], strict=True))
 
 
 # Step 3 --------------------------------------------------------------------------------------
@@ -106,12 +106,12 @@ def test_every_replacement_lies_within_the_radius(fitted, corpus):
             assert abs(fitted.sample_replacement(rank, rng) - rank) <= fitted.radius
     # End to end: tokens of the negative that changed come from the window of the original's rank.
     checked = 0
-    for sentence, negative in zip(corpus[:500], fitted.augment(corpus[:500], 3)):
+    for sentence, negative in zip(corpus[:500], fitted.augment(corpus[:500], 3), strict=True):
         before = [t for _, _, t in tokenize(sentence.lower())]
         after = [t for _, _, t in tokenize(negative)]
         if len(before) != len(after):
             continue  # a replacement that re-tokenises differently (e.g. a punctuation term)
-        for old, new in zip(before, after):
+        for old, new in zip(before, after, strict=True):
             if old != new:
                 old_rank, new_rank = (stats.rank[stats.vocabulary[t]] for t in (old, new))
                 assert abs(old_rank - new_rank) <= fitted.radius
@@ -166,8 +166,8 @@ def test_random_replacement_changes_only_step_3(corpus):
     plans_ablated, replacements_ablated, _ = _plans_and_replacements(ablated, corpus[:300])
     assert [p.chosen for p in plans] == [p.chosen for p in plans_ablated]
     assert [p.probabilities for p in plans] == [p.probabilities for p in plans_ablated]
-    assert all(abs(new - r) <= 10 for new, r in zip(replacements, ranks))
-    outside = sum(abs(new - r) > 10 for new, r in zip(replacements_ablated, ranks))
+    assert all(abs(new - r) <= 10 for new, r in zip(replacements, ranks, strict=True))
+    outside = sum(abs(new - r) > 10 for new, r in zip(replacements_ablated, ranks, strict=True))
     assert outside > 0.8 * len(ranks)
 
 
@@ -194,7 +194,7 @@ def test_both_random_changes_both_steps(corpus):
     plans_both, replacements_both, _ = _plans_and_replacements(both, corpus[:300])
     assert [p.chosen for p in plans] != [p.chosen for p in plans_both]
     assert replacements != replacements_both
-    assert all(neg != s.lower() for neg, s in zip(both.augment(corpus[:200], 0), corpus[:200]))
+    assert all(neg != s.lower() for neg, s in zip(both.augment(corpus[:200], 0), corpus[:200], strict=True))
 
 
 # Determinism, robustness, interface ----------------------------------------------------------
@@ -205,7 +205,7 @@ def test_deterministic_per_seed_and_independent_of_the_batch(fitted, corpus):
     assert first == fitted.augment(batch, 11)
     assert fitted.augment(batch[50:60], 11) == first[50:60]
     other = fitted.augment(batch, 12)
-    assert sum(a != b for a, b in zip(first, other)) > 150
+    assert sum(a != b for a, b in zip(first, other, strict=True)) > 150
 
 
 ODD_INPUTS = ["", "   ", "\t\n", "word", "Qwertyuiop", "unknownzz words only xyzzy", "!!!", "...", "🙂",
@@ -216,7 +216,7 @@ ODD_INPUTS = ["", "   ", "\t\n", "word", "Qwertyuiop", "unknownzz words only xyz
 def test_odd_inputs_never_raise(fitted):
     out = fitted.augment(ODD_INPUTS, 0)
     assert len(out) == len(ODD_INPUTS)
-    for original, negative in zip(ODD_INPUTS, out):
+    for original, negative in zip(ODD_INPUTS, out, strict=True):
         assert isinstance(negative, str)
         if tokenize(original.lower()):
             assert negative != original.lower()  # something was replaced

@@ -9,12 +9,22 @@ import importlib
 import pkgutil
 import warnings
 
-from cselab.augment.base import (AUGMENTERS, TAGS, Augmenter, AugmenterUnavailable, SentenceAugmenter, TokenAugmenter,
-                                 augment_with_flags, changed_flags, register_augmenter, sentence_seed)
+from cselab.augment.base import (
+    AUGMENTERS,
+    TAGS,
+    Augmenter,
+    AugmenterUnavailable,
+    SentenceAugmenter,
+    TokenAugmenter,
+    augment_with_flags,
+    changed_flags,
+    register_augmenter,
+    sentence_seed,
+)
 
 # One module per family; each registers its augmenters when imported, and imports heavy
 # dependencies (spaCy, NLTK, translation models) only when an augmenter is built.
-_NOT_FAMILIES = {"base", "cli", "tokenize", "doc_table"}
+_NOT_FAMILIES = {"base", "cli", "tokenize", "doc_table", "spacy_pipeline"}
 _loaded = False
 
 
@@ -34,7 +44,8 @@ def load_all() -> None:
                     if exc.name and exc.name.startswith("cselab"):
                         raise
                     UNAVAILABLE_FAMILIES[module.name] = f"needs {exc.name} ({exc})"
-                    warnings.warn(f"cselab.augment.{module.name} not loaded: missing module {exc.name}")
+                    warnings.warn(f"cselab.augment.{module.name} not loaded: missing module {exc.name}",
+                                  stacklevel=2)
         _loaded = True
 
 

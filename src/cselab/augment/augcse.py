@@ -34,14 +34,15 @@ from __future__ import annotations
 import functools
 import random
 import re
-from typing import TYPE_CHECKING, ClassVar, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, ClassVar
 
-from cselab.augment._spacy import load_english
+from cselab.augment import spacy_pipeline
 from cselab.augment.base import AUGMENTERS, AugmenterUnavailable, check_ratio, register_augmenter, sentence_seed
+from cselab.augment.spacy_pipeline import MAX_PARSE_CHARS, SENTENCIZER
 from cselab.augment.tokenize import match_case
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from spacy.language import Language
     from spacy.tokens import Doc, Span, Token
 
 # =========================================================================== subsets (Table 3)
@@ -125,29 +126,19 @@ def augcse_set(size: int) -> list[str]:
     return list(AUGCSE_SUBSETS[size])
 
 
-# =========================================================================== spaCy plumbing
-# "tag": POS tags and morphology only (twice as fast); "parse": + dependencies and lemmas.
-_PIPES = {"tag": ("tok2vec", "tagger", "attribute_ruler"),
-          "parse": ("tok2vec", "tagger", "parser", "attribute_ruler", "lemmatizer")}
-MAX_PARSE_CHARS = 10_000  # longer inputs are returned unchanged rather than parsed
-
-
-@functools.lru_cache(maxsize=4)
-def load_pipeline(level: str = "parse") -> "Language":
-    """en_core_web_sm with only the components ``level`` needs ("tag", "parse" or "sentences")."""
-    if level == "sentences":  # rule-based sentence boundaries: no model needed
-        import spacy
-
-        nlp = spacy.blank("en")
-        nlp.add_pipe("sentencizer")
-        return nlp
-    return load_english(_PIPES[level])
+# =========================================================================== rules over a parse
+# The spaCy components each level runs: "tag": POS tags and morphology only (twice as fast as
+# "parse"); "parse": + dependencies and lemmas; "sentences": rule-based boundaries, no model.
+LEVEL_COMPONENTS = {"tag": ("tok2vec", "tagger", "attribute_ruler"),
+                    "parse": ("tok2vec", "tagger", "parser", "attribute_ruler", "lemmatizer"),
+                    "sentences": SENTENCIZER}
 
 
 class SpacyRule:
-    """Base for rules over a spaCy Doc: prefilter, batched ``nlp.pipe``, one rewrite per Doc.
+    """Base for rules over a spaCy Doc: prefilter, shared batched parse, one rewrite per Doc.
 
-    ``rewrite`` returns the new text, or None when the rule cannot apply.
+    ``rewrite`` returns the new text, or None when the rule cannot apply. Docs come from the
+    shared parse cache (other rules of the same level get the same objects): read them only.
     """
 
     name: ClassVar[str]
@@ -158,22 +149,22 @@ class SpacyRule:
     #: sentences without a match are returned unchanged without being parsed
     trigger: ClassVar[re.Pattern | None] = None
     batch_size: int = 256
+    max_chars: int = MAX_PARSE_CHARS  # longer inputs are returned unchanged rather than parsed
 
-    def applies(self, sentence: str) -> bool:
-        return bool(sentence.strip()) and len(sentence) <= MAX_PARSE_CHARS and (
-            self.trigger is None or self.trigger.search(sentence) is not None)
-
-    def rewrite(self, doc: "Doc", rng: random.Random) -> str | None:
+    def rewrite(self, doc: Doc, rng: random.Random) -> str | None:
         raise NotImplementedError
 
     def augment(self, sentences: list[str], seed: int) -> list[str]:
         out = list(sentences)
-        todo = [i for i, s in enumerate(sentences) if self.applies(s)]
+        todo = [i for i, s in enumerate(sentences) if self.trigger is None or self.trigger.search(s)]
         if not todo:
             return out
-        nlp = load_pipeline(self.level)
+        docs = spacy_pipeline.parse([sentences[i] for i in todo], LEVEL_COMPONENTS[self.level],
+                                    batch_size=self.batch_size, max_chars=self.max_chars)
         rng = random.Random(0)
-        for i, doc in zip(todo, nlp.pipe((sentences[i] for i in todo), batch_size=self.batch_size)):
+        for i, doc in zip(todo, docs, strict=True):
+            if doc is None:  # blank or overlong: unchanged
+                continue
             rng.seed(sentence_seed(seed, sentences[i]))
             new = self.rewrite(doc, rng)
             if new is not None and new.strip():
@@ -185,7 +176,7 @@ class SpacyRule:
         return f"{type(self).__name__}({params})"
 
 
-def render(doc: "Doc", replaced: dict[int, str] | None = None, deleted: Iterable[int] = (),
+def render(doc: Doc, replaced: dict[int, str] | None = None, deleted: Iterable[int] = (),
            spans: Iterable[tuple[int, int, str]] = ()) -> str:
     """The Doc's text with edits; untouched text stays byte-identical.
 
@@ -216,13 +207,13 @@ def render(doc: "Doc", replaced: dict[int, str] | None = None, deleted: Iterable
     return "".join(out)
 
 
-def _keeps_capital(token: "Token") -> bool:
+def _keeps_capital(token: Token) -> bool:
     """Names, "I" and acronyms keep their capital when they stop being sentence-initial."""
     return token.tag_ in {"NNP", "NNPS"} or token.pos_ == "PROPN" or token.text == "I" or \
         (token.text.isupper() and len(token.text) > 1)
 
 
-def _decapitalize(token: "Token", text: str) -> str:
+def _decapitalize(token: Token, text: str) -> str:
     return text if _keeps_capital(token) else text[:1].lower() + text[1:]
 
 
@@ -286,7 +277,7 @@ class GenderSwap(SpacyRule):
     level = "tag"
     trigger = _GENDER_TRIGGER
 
-    def rewrite(self, doc: "Doc", rng: random.Random) -> str | None:
+    def rewrite(self, doc: Doc, rng: random.Random) -> str | None:
         replaced = {}
         for token in doc:
             word = token.lower_
@@ -448,7 +439,7 @@ class ContractionExpansion(RegexRule):
                 continue
             rng.seed(sentence_seed(seed, s))
             apostrophe = "’" if "’" in s and "'" not in s else "'"
-            out.append(_CONTRACTION_RE.sub(lambda m: self._flip(m, rng, apostrophe), s))
+            out.append(_CONTRACTION_RE.sub(functools.partial(self._flip, rng=rng, apostrophe=apostrophe), s))
         return out
 
 
@@ -534,7 +525,7 @@ class AuxiliaryNegationRemoval(SpacyRule):
     description = "remove 'not'/'n't' after auxiliaries (isn't -> is, didn't go -> did go)"
     trigger = _NEGATION_TRIGGER
 
-    def rewrite(self, doc: "Doc", rng: random.Random) -> str | None:
+    def rewrite(self, doc: Doc, rng: random.Random) -> str | None:
         replaced, deleted = {}, []
         for token in doc:
             if token.dep_ != "neg" or token.lower_ not in {"not", "n't", "n’t"} or token.i == 0:
@@ -566,7 +557,7 @@ class AdjectiveAntonymSwitch(SpacyRule):
         self._antonyms = wordnet.antonyms
         wordnet.reader()  # fail now, with the install hint, when WordNet is missing
 
-    def rewrite(self, doc: "Doc", rng: random.Random) -> str | None:
+    def rewrite(self, doc: Doc, rng: random.Random) -> str | None:
         replaced = {}
         for token in doc:
             if token.tag_ != "JJ" or not token.is_alpha or len(token.text) < 2:
@@ -606,7 +597,7 @@ def _inflect():
     return getInflection
 
 
-def _subject_of(verb: "Token") -> "Token | None":
+def _subject_of(verb: Token) -> Token | None:
     """The subject a finite verb agrees with; for "the men who were", the noun "men"."""
     head = verb.head if verb.dep_ in {"aux", "auxpass"} else verb
     subject = next((c for c in head.children if c.dep_ in {"nsubj", "nsubjpass", "expl"}), None)
@@ -618,7 +609,7 @@ def _subject_of(verb: "Token") -> "Token | None":
     return subject
 
 
-def _person_number(subject: "Token | None") -> str:
+def _person_number(subject: Token | None) -> str:
     """"1s" ("I"), "3s" (he/she/it, singular nouns) or "pl" (we/you/they, plurals, coordinations)."""
     if subject is None:
         return "3s"
@@ -646,7 +637,7 @@ def _past_form(lemma: str, person: str) -> str | None:
     return forms[0] if forms else None
 
 
-def _apostrophe_form(token: "Token", word: str) -> str:
+def _apostrophe_form(token: Token, word: str) -> str:
     """A contracted verb ("'s", "'re") replaced by a full word needs its own space: "He's" -> "He was"."""
     if token.text[:1] in {"'", "’"} and word[:1] not in {"'", "’"} and token.i > 0 \
             and not token.doc[token.i - 1].whitespace_:
@@ -676,7 +667,7 @@ class TenseTransformation(SpacyRule):
         _inflect()
 
     @staticmethod
-    def _tense_of(token: "Token") -> str | None:
+    def _tense_of(token: Token) -> str | None:
         if token.tag_ == "VBD":
             return "past"
         if token.tag_ in {"VBZ", "VBP"}:
@@ -688,7 +679,7 @@ class TenseTransformation(SpacyRule):
                 return "past"
         return None
 
-    def _main_tense(self, doc: "Doc") -> str | None:
+    def _main_tense(self, doc: Doc) -> str | None:
         for sentence in doc.sents:
             root = sentence.root
             for token in [c for c in root.children if c.dep_ in {"aux", "auxpass"} and c.i < root.i] + [root]:
@@ -697,7 +688,7 @@ class TenseTransformation(SpacyRule):
                     return tense
         return None
 
-    def rewrite(self, doc: "Doc", rng: random.Random) -> str | None:
+    def rewrite(self, doc: Doc, rng: random.Random) -> str | None:
         if self.direction == "auto":
             source = self._main_tense(doc)
             if source is None:
@@ -742,7 +733,7 @@ _SUBJECT_FORM = {"me": "i", "him": "he", "her": "she", "us": "we", "them": "they
 _OBJECT_FORM = {v: k for k, v in _SUBJECT_FORM.items()}
 
 
-def _phrase_for_slot(span: "Span", role: str, sentence_initial: bool) -> str:
+def _phrase_for_slot(span: Span, role: str, sentence_initial: bool) -> str:
     """A phrase's text in its new slot: pronoun case switched, the sentence-initial capital moved."""
     first = span[0]
     if len(span) == 1 and first.tag_ == "PRP":
@@ -770,7 +761,7 @@ class SubjectObjectSwitch(SpacyRule):
     def __init__(self) -> None:
         _inflect()
 
-    def rewrite(self, doc: "Doc", rng: random.Random) -> str | None:
+    def rewrite(self, doc: Doc, rng: random.Random) -> str | None:
         spans: list[tuple[int, int, str]] = []
         replaced: dict[int, str] = {}
         for sentence in doc.sents:
@@ -796,7 +787,7 @@ class SubjectObjectSwitch(SpacyRule):
         return render(doc, replaced, spans=spans)
 
     @staticmethod
-    def _agree(verb: "Token", new_subject: "Token", replaced: dict[int, str]) -> None:
+    def _agree(verb: Token, new_subject: Token, replaced: dict[int, str]) -> None:
         """Re-inflect a present-tense finite verb for its new subject."""
         auxiliaries = [c for c in verb.children if c.dep_ in {"aux", "auxpass"} and c.i < verb.i]
         finite = next((t for t in auxiliaries + [verb] if t.tag_ in {"VBZ", "VBP", "VBD", "MD"}), None)
@@ -828,7 +819,7 @@ class YodaPerturbation(SpacyRule):
     tag = "meaning-preserving"
     description = "move the object/complement phrase to the front (Much to learn, you still have.)"
 
-    def rewrite(self, doc: "Doc", rng: random.Random) -> str | None:
+    def rewrite(self, doc: Doc, rng: random.Random) -> str | None:
         sentence = next(iter(doc.sents))
         verb = sentence.root
         if verb.pos_ not in {"VERB", "AUX"}:
@@ -866,7 +857,7 @@ class SentenceReordering(SpacyRule):
     level = "sentences"
     trigger = re.compile(r"[.!?…。]\W*\s+\S")  # at least one boundary followed by more text
 
-    def rewrite(self, doc: "Doc", rng: random.Random) -> str | None:
+    def rewrite(self, doc: Doc, rng: random.Random) -> str | None:
         sentences: list[str] = []
         for sentence in doc.sents:
             text = sentence.text.strip()

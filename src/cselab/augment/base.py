@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 import zlib
-from typing import Callable, ClassVar, Protocol, TypeVar, runtime_checkable
+from typing import ClassVar, Protocol, TypeVar, runtime_checkable
 
 from cselab.augment.tokenize import detokenize, tokenize
 from cselab.registry import Registry
@@ -56,7 +56,7 @@ def special_tokens(*augmenters) -> tuple[str, ...]:
 
 
 def changed_flags(originals: list[str], augmented: list[str]) -> list[bool]:
-    return [a != b for a, b in zip(originals, augmented)]
+    return [a != b for a, b in zip(originals, augmented, strict=True)]
 
 
 def augment_with_flags(augmenter: Augmenter, sentences: list[str], seed: int) -> tuple[list[str], list[bool]]:
@@ -141,5 +141,3 @@ def check_positive_int(name: str, key: str, value: int, *, minimum: int = 0) -> 
         raise ValueError(f"augmenter {name}: {key} must be an integer >= {minimum}, got {value!r}")
     return int(value)
 
-
-Factory = Callable[..., Augmenter]

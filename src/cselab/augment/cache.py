@@ -40,7 +40,8 @@ def read_cache(path: str | Path, augmentation: str | None = None) -> dict[str, l
             original, augmented = record["original"], record["augmented"]
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             if torn_last and number == len(lines):
-                warnings.warn(f"{path}:{number}: ignoring a torn last line (an interrupted `cselab augment`)")
+                warnings.warn(f"{path}:{number}: ignoring a torn last line (an interrupted `cselab augment`)",
+                              stacklevel=2)
                 continue
             raise CacheFileError(f"{path}:{number}: not a cache line with 'original' and 'augmented' ({exc})") from None
         if augmentation is not None and record.get("augmentation") != augmentation:
@@ -63,7 +64,8 @@ class Cached:
         self.choose = choose
         self.table = read_cache(path, augmentation)
         if not self.table:
-            warnings.warn(f"{path}: no cached augmentations" + (f" named {augmentation!r}" if augmentation else ""))
+            warnings.warn(f"{path}: no cached augmentations" + (f" named {augmentation!r}" if augmentation else ""),
+                          stacklevel=2)
         self.fallback = None if augmenter is None else build_spec(augmenter, "cached.augmenter")
         if self.fallback is not None:
             self.tag = getattr(self.fallback, "tag", self.tag)
@@ -92,6 +94,6 @@ class Cached:
         self.hits += len(sentences) - len(missing)
         self.misses += len(missing)
         if missing and self.fallback is not None:
-            for i, text in zip(missing, self.fallback.augment([sentences[i] for i in missing], seed)):
+            for i, text in zip(missing, self.fallback.augment([sentences[i] for i in missing], seed), strict=True):
                 out[i] = text
         return out

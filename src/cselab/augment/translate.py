@@ -94,7 +94,7 @@ class BackTranslation:
                 tqdm(total=len(todo), desc=self.name, unit="sent", disable=not show) as bar:
             for start in range(0, len(todo), self.batch_size):
                 chunk = todo[start:start + self.batch_size]
-                for i, text in zip(chunk, pool.map(self._round_trip, (sentences[i] for i in chunk))):
+                for i, text in zip(chunk, pool.map(self._round_trip, (sentences[i] for i in chunk)), strict=True):
                     out[i] = text
                 bar.update(len(chunk))
         return out

@@ -253,7 +253,7 @@ class UNAAugmenter:
                 f"replacement={self.replacement!r}, fitted={self.stats is not None})")
 
     # Step 1 ------------------------------------------------------------------------------------
-    def fit(self, corpus: list[str]) -> "UNAAugmenter":
+    def fit(self, corpus: list[str]) -> UNAAugmenter:
         """TF-IDF over ``corpus`` (plus ``extra_fit_texts_from``); call once before ``augment``."""
         texts = list(corpus)
         if self.extra_fit_texts_from:
@@ -315,7 +315,7 @@ class UNAAugmenter:
         terms = [t for _, _, t in plan.tokens]
         for position in plan.chosen:
             terms[position] = stats.terms_by_rank[self.sample_replacement(plan.ranks[position], replace_rng)]
-        if all(new == old for new, (_, _, old) in zip(terms, plan.tokens)):
+        if all(new == old for new, (_, _, old) in zip(terms, plan.tokens, strict=True)):
             terms = self._force_one_change(plan, terms, random.Random(fallback_seed))
         return _rebuild(plan.text, plan.tokens, terms)
 
@@ -344,10 +344,10 @@ class UNAAugmenter:
         """The negative of ``sentence`` with each token's TF-IDF, replacement probability and rank."""
         negative = self.augment_one(sentence, seed)
         plan = self.plan(sentence, random.Random(_stream_seeds(seed, sentence)[0]))
+        columns = zip(plan.tokens, plan.scores, plan.probabilities, plan.ranks, strict=True)
         return {"original": sentence, "negative": negative,
                 "tokens": [{"term": t, "tfidf": round(s, 4), "p": round(p, 3), "rank": r, "chosen": i in plan.chosen}
-                           for i, ((_, _, t), s, p, r) in enumerate(zip(plan.tokens, plan.scores,
-                                                                           plan.probabilities, plan.ranks))]}
+                           for i, ((_, _, t), s, p, r) in enumerate(columns)]}
 
 
 def _rebuild(text: str, tokens: list[tuple[int, int, str]], terms: list[str]) -> str:
@@ -357,7 +357,7 @@ def _rebuild(text: str, tokens: list[tuple[int, int, str]], terms: list[str]) ->
     glue two words into one ("(sa)" -> "1850 backed james", not "1850backedjames").
     """
     pieces, cursor, last = [], 0, ""
-    for (start, end, _), term in zip(tokens, terms):
+    for (start, end, _), term in zip(tokens, terms, strict=True):
         gap = text[cursor:start]
         if not gap and last and _is_word_char(last) and _is_word_char(term[0]):
             gap = " "

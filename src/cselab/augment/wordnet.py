@@ -29,7 +29,13 @@ import warnings
 from functools import lru_cache
 from pathlib import Path
 
-from cselab.augment.base import AugmenterUnavailable, TokenAugmenter, check_positive_int, check_ratio, register_augmenter
+from cselab.augment.base import (
+    AugmenterUnavailable,
+    TokenAugmenter,
+    check_positive_int,
+    check_ratio,
+    register_augmenter,
+)
 from cselab.augment.tokenize import is_word, match_case
 
 DEBIAN_WORDNET = Path("/usr/share/wordnet")

@@ -1,30 +1,37 @@
 """Batches: a seeded, resumable order of sentences, and one padded tensor batch per step.
 
 Every view of a step is tokenised together (dynamic padding) so the encoder runs once per step;
-``roles`` says which rows are anchors, positives, negatives and label views.
+``roles`` says which rows are anchors, positives, negatives and label views. An objective with an
+MLM term also gets its masked tokens here, so all per-step data work runs in the loader's workers.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 import torch
 
-from cselab.data.views import StepViews, ViewBuilder
+from cselab.data.masking import MaskedBatch, MlmMasking
+from cselab.data.views import StepViews, ViewBuilder, step_seed
+
+MASKING_ROLE = 5  # step_seed role of the MLM masks (0-4 and 10+ are the views')
 
 
 @dataclass
 class Batch:
-    step: int
-    features: dict[str, torch.Tensor]
-    roles: dict[str, slice]
-    views: StepViews
-    extra: dict = field(default_factory=dict)
+    """One step's tensors. ``features`` holds every contrastive view (rows by ``roles``); token
+    counts are host integers, counted here so the training step never reads them off the device."""
 
-    @property
-    def num_sentences(self) -> int:
-        return len(self.views.anchors)
+    step: int
+    num_sentences: int
+    features: dict[str, torch.Tensor] = field(default_factory=dict)
+    roles: dict[str, slice] = field(default_factory=dict)
+    labels: torch.Tensor | None = None  # augmentation type per anchor (AugCSE's discriminator)
+    masked: MaskedBatch | None = None  # the MLM term's input
+    views: StepViews | None = None  # the texts behind the rows (for inspection and tests)
+    real_tokens: int = 0
+    padded_tokens: int = 0
 
 
 def epoch_order(num_sentences: int, batch_size: int, seed: int, epoch: int,
@@ -105,29 +112,37 @@ class StepDataset(torch.utils.data.Dataset):
 
 
 class Collator:
-    """Views then tokenisation, in the worker: (step, anchors) -> Batch."""
+    """Views, tokenisation and MLM masking, in the worker: (step, sentences) -> Batch.
 
-    def __init__(self, tokenize, view_builder: ViewBuilder):
+    ``encode_views``: whether any objective term reads the contrastive views (an MLM-only objective
+    does not); ``masking``: the MLM masker, when a term predicts masked tokens.
+    """
+
+    def __init__(self, tokenize, view_builder: ViewBuilder, encode_views: bool = True,
+                 masking: MlmMasking | None = None):
         self.tokenize = tokenize
         self.view_builder = view_builder
+        self.encode_views = encode_views
+        self.masking = masking
 
     def __call__(self, item: tuple[int, list[str]]) -> Batch:
         step, sentences = item
-        views = self.view_builder(step, sentences)
-        texts = list(views.anchors)
-        roles = {"anchor": slice(0, len(texts))}
-
-        def add(role: str, rows: list[str]) -> None:
-            roles[role] = slice(len(texts), len(texts) + len(rows))
-            texts.extend(rows)
-
-        add("positive", views.positives if views.positives is not None else views.anchors)
-        if views.negatives is not None:
-            add("negative", views.negatives)
-        if views.label_texts is not None:
-            add("label_view", views.label_texts)
-        extra = {}
-        if views.anchors is not sentences:
-            # CLEAR augments both views; its MLM term masks the originals, which are not contrastive rows.
-            extra["original_features"] = dict(self.tokenize(sentences))
-        return Batch(step=step, features=dict(self.tokenize(texts)), roles=roles, views=views, extra=extra)
+        batch = Batch(step=step, num_sentences=len(sentences))
+        if self.encode_views:
+            views = self.view_builder(step, sentences)
+            texts, roles = list(views.anchors), {"anchor": slice(0, len(views.anchors))}
+            for role, rows in (("positive", views.positives if views.positives is not None else views.anchors),
+                               ("negative", views.negatives), ("label_view", views.label_texts)):
+                if rows is not None:
+                    roles[role] = slice(len(texts), len(texts) + len(rows))
+                    texts.extend(rows)
+            batch.features, batch.roles, batch.views = dict(self.tokenize(texts)), roles, views
+            mask = batch.features["attention_mask"].numpy()
+            batch.real_tokens, batch.padded_tokens = int(mask.sum()), mask.size
+            if views.labels is not None:
+                batch.labels = torch.tensor(views.labels)
+        if self.masking is not None:
+            # The original sentences (CLEAR augments both contrastive views; MLM reads the originals).
+            seed = step_seed(self.view_builder.seed, step, MASKING_ROLE)
+            batch.masked = self.masking(dict(self.tokenize(sentences)), seed)
+        return batch

@@ -15,13 +15,12 @@ import gzip
 import hashlib
 import json
 import os
-import random
 import re
 import zlib
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
 
 # Longer lines are cut: the tokenizer keeps at most max_seq_len tokens anyway.
 MAX_CHARS = 10_000
@@ -238,40 +237,3 @@ def corpus_fingerprint(sentences: Sequence[str]) -> str:
     for sentence in sentences:
         digest.update(sentence.encode("utf-8", errors="surrogatepass") + b"\n")
     return digest.hexdigest()
-
-
-def _is_plain_text_file(spec: str) -> bool:
-    path = Path(os.path.expanduser(spec))
-    return (not spec.startswith(("builtin:", "hf:")) and path.is_file()
-            and not path.name.endswith((".gz", ".csv", ".tsv", ".jsonl")))
-
-
-def read_corpus(spec: str, column: str | None = None, max_sentences: int | None = None,
-                seed: int = 0) -> tuple[Sequence[str], CorpusStats]:
-    """All cleaned sentences (a seeded sample of ``max_sentences`` when the corpus is larger).
-
-    Read lazily through an on-disk line index (``data/indexed.py``): a plain text file directly,
-    any other source after one streaming pass into a cached text file. Memory stays flat for
-    corpora of any size and format.
-    """
-    from cselab.data.indexed import IndexedTextCorpus, spool
-
-    stats = CorpusStats(spec)
-    try:
-        if _is_plain_text_file(spec):
-            sentences: Sequence[str] = IndexedTextCorpus(os.path.expanduser(spec), stats)
-        else:
-            text_file, stats = spool(spec, column)
-            sentences = IndexedTextCorpus(text_file)  # counts are the source's, not the spooled file's
-    except OSError as exc:
-        raise CorpusError(f"{spec}: cannot read ({exc.strerror or exc})") from None
-    if max_sentences is not None and len(sentences) > max_sentences:
-        rng = random.Random(seed)
-        keep = sorted(rng.sample(range(len(sentences)), max_sentences))
-        stats.skipped["over_max_sentences"] += len(sentences) - max_sentences
-        sentences = sentences.select(keep) if hasattr(sentences, "select") else [sentences[i] for i in keep]
-        stats.kept = len(sentences)
-    if len(sentences) < 2:
-        skipped = f" ({stats.summary().split('; ', 1)[1]})" if stats.skipped or stats.cleaned else ""
-        raise CorpusError(f"{spec}: needs at least 2 sentences, found {len(sentences)}{skipped}")
-    return sentences, stats

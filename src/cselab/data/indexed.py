@@ -6,7 +6,8 @@ large the file is, and shuffling stays exact and resumable because any line can 
 
 Every other source (``.gz``, CSV/TSV/JSONL, ``hf:`` datasets, ``builtin:``) is first streamed
 once into a cached plain text file of its cleaned sentences (:func:`spool`), then read the same
-way, so no source is ever held in memory whole.
+way, so no source is ever held in memory whole. :func:`read_corpus` is the entry point: any
+source, as the sentences a run trains on.
 """
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ import copy
 import hashlib
 import json
 import os
+import random
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 
-from cselab.data.corpus import CorpusStats, _decode, clean_line
+from cselab.data.corpus import CorpusError, CorpusStats, _decode, clean_line, iter_corpus
 
 
 def _cache_dir(kind: str = "line-index") -> Path:
@@ -39,8 +41,6 @@ def spool(spec: str, column: str | None) -> tuple[Path, CorpusStats]:
     The cache key is the source (a file's path, size and modification time; a dataset's name) and
     the column. A ``hf:`` dataset is fetched once per name and column: delete its files under
     ``$CSELAB_CACHE/spooled`` (default ``~/.cache/cselab/spooled``) to fetch a newer version."""
-    from cselab.data.corpus import iter_corpus
-
     identity = spec
     path = Path(os.path.expanduser(spec))
     if not spec.startswith(("hf:", "builtin:")) and path.is_file():
@@ -143,7 +143,7 @@ class IndexedTextCorpus(Sequence[str]):
         digest.update(np.ascontiguousarray(self.offsets).tobytes())
         return digest.hexdigest()
 
-    def select(self, rows: np.ndarray) -> "IndexedTextCorpus":
+    def select(self, rows: np.ndarray) -> IndexedTextCorpus:
         """The same corpus restricted to ``rows`` (a sample), still read lazily."""
         subset = copy.copy(self)
         subset.offsets = np.asarray(self.offsets[np.sort(rows)])
@@ -158,3 +158,38 @@ class IndexedTextCorpus(Sequence[str]):
         state = dict(self.__dict__)
         state["_handle"] = None
         return state
+
+
+def _is_plain_text_file(spec: str) -> bool:
+    path = Path(os.path.expanduser(spec))
+    return (not spec.startswith(("builtin:", "hf:")) and path.is_file()
+            and not path.name.endswith((".gz", ".csv", ".tsv", ".jsonl")))
+
+
+def read_corpus(spec: str, column: str | None = None, max_sentences: int | None = None,
+                seed: int = 0) -> tuple[Sequence[str], CorpusStats]:
+    """All cleaned sentences (a seeded sample of ``max_sentences`` when the corpus is larger).
+
+    Read lazily through an on-disk line index (``data/indexed.py``): a plain text file directly,
+    any other source after one streaming pass into a cached text file. Memory stays flat for
+    corpora of any size and format.
+    """
+    stats = CorpusStats(spec)
+    try:
+        if _is_plain_text_file(spec):
+            sentences: Sequence[str] = IndexedTextCorpus(os.path.expanduser(spec), stats)
+        else:
+            text_file, stats = spool(spec, column)
+            sentences = IndexedTextCorpus(text_file)  # counts are the source's, not the spooled file's
+    except OSError as exc:
+        raise CorpusError(f"{spec}: cannot read ({exc.strerror or exc})") from None
+    if max_sentences is not None and len(sentences) > max_sentences:
+        rng = random.Random(seed)
+        keep = sorted(rng.sample(range(len(sentences)), max_sentences))
+        stats.skipped["over_max_sentences"] += len(sentences) - max_sentences
+        sentences = sentences.select(keep) if hasattr(sentences, "select") else [sentences[i] for i in keep]
+        stats.kept = len(sentences)
+    if len(sentences) < 2:
+        skipped = f" ({stats.summary().split('; ', 1)[1]})" if stats.skipped or stats.cleaned else ""
+        raise CorpusError(f"{spec}: needs at least 2 sentences, found {len(sentences)}{skipped}")
+    return sentences, stats

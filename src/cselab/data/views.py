@@ -36,7 +36,8 @@ class ViewBuilder:
         self.negative_every = views.negative_every
         self.positive_prob = views.positive_prob
         self.anchor = None if views.anchor == "identity" else build_augmenter(views.anchor, **views.anchor_params)
-        self.positive = None if views.positive == "dropout" else build_augmenter(views.positive, **views.positive_params)
+        self.positive = (None if views.positive == "dropout"
+                         else build_augmenter(views.positive, **views.positive_params))
         self.negative = None if views.negative == "none" else build_augmenter(views.negative, **views.negative_params)
         self.labelers = [build_augmenter(name, **views.label_params.get(name, {})) for name in views.label]
         for augmenter in (self.anchor, self.positive, self.negative, *self.labelers):
@@ -59,7 +60,8 @@ class ViewBuilder:
             if self.positive_prob < 1:
                 # Rows left out keep the anchor text: their positive is the dropout view.
                 rng = random.Random(step_seed(self.seed, step, 4))
-                positives = [p if rng.random() < self.positive_prob else a for p, a in zip(positives, anchors)]
+                positives = [p if rng.random() < self.positive_prob else a
+                             for p, a in zip(positives, anchors, strict=True)]
             views.positives = positives
         if self.negative is not None and step % self.negative_every == 0:
             views.negatives = self.negative.augment(sentences, step_seed(self.seed, step, 2))
@@ -71,7 +73,7 @@ class ViewBuilder:
                 rows = [i for i, c in enumerate(choice) if c == k]
                 if rows:
                     out = labeler.augment([sentences[i] for i in rows], step_seed(self.seed, step, 10 + k))
-                    for i, text in zip(rows, out):
+                    for i, text in zip(rows, out, strict=True):
                         texts[i] = text
             # Label 0 is "no augmentation": the text came back unchanged.
             views.labels = [choice[i] + 1 if texts[i] != sentences[i] else 0 for i in range(len(sentences))]

@@ -14,13 +14,16 @@ def _add_eval(sub) -> None:
                                    "compared side by side in one table.",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("models", nargs="+", metavar="MODEL",
-                   help="cselab / sentence-transformers / Hugging Face model directory or name (minilm = the offline base)")
+                   help="cselab / sentence-transformers / Hugging Face model directory or name "
+                        "(minilm = the offline base)")
     p.add_argument("--tasks", default="sts",
                    help="sts, transfer, align, all, or comma-separated task names (e.g. STS12,STSB,SST2)")
     p.add_argument("--split", choices=["test", "dev"], default="test",
-                   help="test: the papers' protocol; dev: STS-B dev, SICK trial, SST-2 dev, MRPC train CV (model selection)")
+                   help="test: the papers' protocol; dev: STS-B dev, SICK trial, SST-2 dev, MRPC train CV "
+                        "(model selection)")
     p.add_argument("--data-dir", help="SentEval data directory (default: $CSELAB_DATA, then ~/.cache/cselab/senteval)")
-    p.add_argument("--json", help="write the results as JSON here (one model: its dict with 'avg'; several: {'models': [...]})")
+    p.add_argument("--json", help="write the results as JSON here "
+                                  "(one model: its dict with 'avg'; several: {'models': [...]})")
     p.add_argument("--markdown", help="write the Markdown tables here (default: the --json path with .md)")
     p.add_argument("--pooler", default="auto",
                    help="pooler: auto (from the model's config), cls, cls_before_pooler, avg, avg_first_last, avg_top2")
@@ -32,7 +35,8 @@ def _add_eval(sub) -> None:
                    help="test: SentEval's 10-fold protocol and full C grid; fast: 5 folds, half the C grid, "
                         "SST-2's probe trained on 10,000 of its training phrases")
     p.add_argument("--seed", type=int, default=1111, help="cross-validation seed (SentEval's default)")
-    p.add_argument("--cache-dir", help="embedding cache (default: $CSELAB_CACHE/embeddings or ~/.cache/cselab/embeddings)")
+    p.add_argument("--cache-dir",
+                   help="embedding cache (default: $CSELAB_CACHE/embeddings or ~/.cache/cselab/embeddings)")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write cached embeddings")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_run_eval)
@@ -65,7 +69,8 @@ def _run_eval(args) -> int:
 
     data_dir = _data_dir(args.data_dir)
     # Fail on bad task names or missing files before loading any model.
-    tasks.build(tasks.resolve(args.tasks, args.split), data_dir, args.split, ProbeSettings(args.transfer_mode, args.seed))
+    tasks.build(tasks.resolve(args.tasks, args.split), data_dir, args.split,
+                ProbeSettings(args.transfer_mode, args.seed))
     cache_dir = None if args.no_cache else Path(args.cache_dir).expanduser() if args.cache_dir else default_cache_dir()
     results = []
     for name in args.models:

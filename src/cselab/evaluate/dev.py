@@ -5,8 +5,8 @@ Thin layer over the evaluation suite's readers and STS scoring, kept for the tra
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -19,15 +19,15 @@ __all__ = ["STSB_DEV", "StsbDev", "cosine_rows", "find_senteval_dir", "read_stsb
 
 
 def find_senteval_dir(explicit: str | None = None) -> Path | None:
-    """The SentEval data directory: explicit, $CSELAB_DATA, cselab's download cache, or ../shared."""
-    candidates = [explicit, os.environ.get("CSELAB_DATA"),
-                  str(Path.home() / ".cache" / "cselab" / "senteval"),
-                  "data/senteval", "../shared/data/senteval-dev"]
+    """The SentEval data directory: explicit (``data.dev_dir``, ``--data-dir``), ``$CSELAB_DATA``, or
+    where ``cselab data download`` puts it (``~/.cache/cselab/senteval``); None when none has STS-B dev."""
+    candidates = [explicit, os.environ.get("CSELAB_DATA"), str(Path.home() / ".cache" / "cselab" / "senteval")]
     for candidate in candidates:
         if candidate and (Path(candidate) / STSB_DEV).is_file():
             return Path(candidate)
     if explicit:
-        raise FileNotFoundError(f"{Path(explicit) / STSB_DEV}: STS-B dev not found (run `cselab data download --dest {explicit}`)")
+        raise FileNotFoundError(f"{Path(explicit) / STSB_DEV}: STS-B dev not found "
+                                f"(run `cselab data download --dest {explicit}`)")
     return None
 
 

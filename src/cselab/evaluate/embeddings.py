@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -80,7 +81,7 @@ class EmbeddingStore:
             else:
                 if cached.ndim == 2 and cached.shape[0] == len(sentences):
                     self.stats["from_cache"] += len(sentences)
-                    self.memory.update(zip(sentences, cached))
+                    self.memory.update(zip(sentences, cached, strict=True))
                     return cached
                 log.warning("ignoring cache file %s: %s rows for %d sentences", path, cached.shape, len(sentences))
         todo = [s for s in sentences if s not in self.memory]
@@ -89,7 +90,7 @@ class EmbeddingStore:
             vectors = np.asarray(self.encode(todo), dtype=np.float32)
             if vectors.ndim != 2 or vectors.shape[0] != len(todo):
                 raise ValueError(f"encoder returned shape {vectors.shape} for {len(todo)} sentences")
-            self.memory.update(zip(todo, vectors))
+            self.memory.update(zip(todo, vectors, strict=True))
             self.stats["encoded"] += len(todo)
         result = np.stack([self.memory[s] for s in sentences]) if sentences else np.zeros((0, 0), np.float32)
         if path is not None:

@@ -86,14 +86,16 @@ def read_sts_subset(input_path: Path, gold_path: Path) -> SentencePairs:
     inputs = read_text(input_path).splitlines()
     golds = read_text(gold_path).splitlines()
     if len(inputs) != len(golds):
-        raise DataFormatError(f"{gold_path}: {len(golds)} gold lines for {len(inputs)} sentence pairs in {input_path.name}")
+        raise DataFormatError(f"{gold_path}: {len(golds)} gold lines for {len(inputs)} sentence pairs "
+                              f"in {input_path.name}")
     left, right, scores = [], [], []
-    for number, (line, gold) in enumerate(zip(inputs, golds), start=1):
+    for number, (line, gold) in enumerate(zip(inputs, golds, strict=True), start=1):
         if not gold.strip():
             continue
         fields = line.split("\t")
         if len(fields) < 2:
-            raise DataFormatError(f"{input_path}:{number}: expected two tab-separated sentences, found {len(fields)} field(s)")
+            raise DataFormatError(f"{input_path}:{number}: expected two tab-separated sentences, "
+                                  f"found {len(fields)} field(s)")
         scores.append(_float(gold.strip(), gold_path, number, "gold score"))
         left.append(normalize(fields[0]))
         right.append(normalize(fields[1]))
@@ -172,7 +174,8 @@ def read_trec(path: Path) -> LabelledSentences:
         target, _, question = line.strip().partition(" ")
         coarse = target.split(":", 1)[0]
         if coarse not in TREC_CLASSES or ":" not in target:
-            raise DataFormatError(f"{path}:{number}: expected 'COARSE:fine question' with COARSE in {', '.join(TREC_CLASSES)}, found {target!r}")
+            raise DataFormatError(f"{path}:{number}: expected 'COARSE:fine question' with COARSE in "
+                                  f"{', '.join(TREC_CLASSES)}, found {target!r}")
         sentences.append(normalize(question))
         labels.append(TREC_CLASSES.index(coarse))
     return LabelledSentences(sentences, np.asarray(labels, dtype=np.int64))
@@ -186,7 +189,8 @@ def read_mrpc(path: Path) -> LabelledPairs:
             continue
         fields = line.split("\t")
         if len(fields) < 5 or fields[0].strip() not in ("0", "1"):
-            raise DataFormatError(f"{path}:{number}: expected 'label<TAB>id<TAB>id<TAB>sentence<TAB>sentence' with label 0/1")
+            raise DataFormatError(f"{path}:{number}: expected 'label<TAB>id<TAB>id<TAB>sentence<TAB>sentence' "
+                                  "with label 0/1")
         labels.append(int(fields[0]))
         left.append(normalize(fields[3]))
         right.append(normalize(fields[4]))

@@ -49,7 +49,8 @@ def markdown(results: list[dict]) -> str:
     """Side-by-side tables for one or more models evaluated on the same tasks."""
     first = results[0]
     split = first["split"]
-    lines = [f"# cselab evaluation ({'test: the papers protocol' if split == 'test' else 'dev: model selection data'})", ""]
+    title = "test: the papers protocol" if split == "test" else "dev: model selection data"
+    lines = [f"# cselab evaluation ({title})", ""]
     sts = [n for n in STS_TASKS if any(n in r["tasks"] for r in results)]
     if sts:
         lines += ["Spearman correlation x100 of cosine similarity with gold scores"

@@ -8,7 +8,7 @@ the number of scored pairs (SentEval's two original aggregates).
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 from scipy.stats import spearmanr

@@ -7,15 +7,17 @@ MRPC train CV) for model selection.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from cselab.evaluate import formats
 from cselab.evaluate.alignment import alignment, uniformity
 from cselab.evaluate.sts import cosine_rows, pooled_scores, spearman100
-from cselab.evaluate.transfer import ProbeSettings, inner_kfold, kfold_then_test, pair_features, split as split_probe
+from cselab.evaluate.transfer import ProbeSettings, inner_kfold, kfold_then_test, pair_features
+from cselab.evaluate.transfer import split as split_probe
 from cselab.registry import Registry
 
 SPLITS = ("test", "dev")
@@ -201,7 +203,8 @@ class BinaryCV(_Base):
 
 
 for _name in BINARY_FILES:
-    TASKS.register(_name, f"{_name} sentiment/subjectivity, nested 10-fold CV")(type(_name, (BinaryCV,), {"name": _name}))
+    TASKS.register(_name, f"{_name} sentiment/subjectivity, nested 10-fold CV")(
+        type(_name, (BinaryCV,), {"name": _name}))
 
 
 @TASKS.register("SST2", "SST-2 binary sentiment: train, C on dev, test (dev split: dev accuracy)")
@@ -254,7 +257,8 @@ class TREC(_Base):
 
     def score(self, lookup: Lookup) -> dict:
         train, test = self.data()
-        result = kfold_then_test(lookup(train.sentences), train.labels, lookup(test.sentences), test.labels, self.settings)
+        result = kfold_then_test(lookup(train.sentences), train.labels, lookup(test.sentences), test.labels,
+                                 self.settings)
         return {"score": result["acc"], **result}
 
 
@@ -303,8 +307,8 @@ class AlignUniform(_Base):
         pairs = self.data()
         positive = pairs.gold > 4
         everything = self.sentences()
-        return {"alignment": alignment(lookup([s for s, p in zip(pairs.left, positive) if p]),
-                                       lookup([s for s, p in zip(pairs.right, positive) if p])),
+        return {"alignment": alignment(lookup([s for s, p in zip(pairs.left, positive, strict=True) if p]),
+                                       lookup([s for s, p in zip(pairs.right, positive, strict=True) if p])),
                 "uniformity": uniformity(lookup(everything)),
                 "n_pairs": int(positive.sum()), "n_sentences": len(everything), "file": self.relative_files()[0],
                 "alpha": 2, "t": 2}

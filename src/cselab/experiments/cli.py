@@ -22,8 +22,8 @@ def _add_sweep(sub) -> None:
     p.add_argument("--eval-split", choices=["dev", "test"], default="dev",
                    help="dev: STS-B dev, SICK trial, SST-2 dev, MRPC train CV; test: the papers' test sets")
     p.add_argument("--tasks", default="all", help="evaluation tasks: sts, transfer, align, all, or task names")
-    p.add_argument("--data-dir", help="SentEval data directory (default: $CSELAB_DATA, ~/.cache/cselab/senteval, "
-                                      "data/senteval, ../shared/data/senteval-dev); also the STS-B dev of training")
+    p.add_argument("--data-dir", help="SentEval data directory (default: $CSELAB_DATA, then "
+                                      "~/.cache/cselab/senteval); also the STS-B dev of training")
     p.add_argument("--transfer-mode", choices=["test", "fast"], default="test",
                    help="transfer probes: test = SentEval's protocol, fast = fewer folds and C values, "
                         "SST-2 trained on 10,000 phrases")
@@ -76,7 +76,8 @@ def _add_report(sub) -> None:
                                    "alignment vs uniformity, per-task bars, and every run's configuration and "
                                    "library versions. Writes report.md, report.html (self-contained) and report.json.",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories or directories holding them (a sweep's --out)")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR",
+                   help="run directories or directories holding them (a sweep's --out)")
     p.add_argument("--out", help="report directory (default: RUN_DIR/report for one directory, else ./report)")
     p.add_argument("--baseline", default="simcse", help="recipe the paired tests compare against ('' for none)")
     p.add_argument("--split", choices=["auto", "dev", "test"], default="auto",

@@ -31,7 +31,8 @@ def _figure(width: float = 9.0, height: float = 4.8):
     try:
         from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
     except ImportError as exc:
-        raise ExperimentError(f"the report's plots need matplotlib ({exc}); install it with `pip install matplotlib`") from None
+        raise ExperimentError(f"the report's plots need matplotlib ({exc}); "
+                              "install it with `pip install matplotlib`") from None
 
     return Figure(figsize=(width, height), layout="constrained")
 
@@ -71,7 +72,7 @@ def _legend(axes, count: int) -> None:
 def _mean_curve(curves: list[tuple[list[int], list[float]]]) -> tuple[list[int], list[float]]:
     """Mean over seeds at every step that every seed logged."""
     common = sorted(set.intersection(*(set(steps) for steps, _ in curves)))
-    lookup = [dict(zip(steps, values)) for steps, values in curves]
+    lookup = [dict(zip(steps, values, strict=True)) for steps, values in curves]
     return common, [float(np.mean([c[s] for c in lookup])) for s in common]
 
 
@@ -121,12 +122,13 @@ def align_uniform(runs: list[Run], recipes: list[str], split: str) -> Plot | Non
     axes = figure.add_subplot()
     drawn = 0
     for recipe in recipes:
-        points = [(r.evals[split]["tasks"]["align"].get("uniformity"), r.evals[split]["tasks"]["align"].get("alignment"))
+        points = [(r.evals[split]["tasks"]["align"].get("uniformity"),
+                   r.evals[split]["tasks"]["align"].get("alignment"))
                   for r in runs if r.recipe == recipe and split in r.evals and "align" in r.evals[split]["tasks"]]
         points = [(u, a) for u, a in points if u is not None and a is not None]
         if not points:
             continue
-        xs, ys = zip(*points)
+        xs, ys = zip(*points, strict=True)
         axes.scatter(xs, ys, color=colours[recipe], alpha=0.35, s=18)
         axes.scatter([np.mean(xs)], [np.mean(ys)], color=colours[recipe], s=70, edgecolors="black", linewidths=0.6,
                      label=f"{recipe} (n={len(points)})")

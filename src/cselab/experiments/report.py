@@ -159,7 +159,8 @@ def versions_block(runs: list[Run]) -> TableBlock:
         for stage in ("train", "eval"):
             v = r.versions.get(stage)
             if v:
-                rows.append([Cell(f"{r.recipe} seed {r.seed}"), Cell(stage)] + [Cell(str(v.get(k) or "-")) for k in VERSION_KEYS]
+                rows.append([Cell(f"{r.recipe} seed {r.seed}"), Cell(stage)]
+                            + [Cell(str(v.get(k) or "-")) for k in VERSION_KEYS]
                             + [Cell(_git(v)), Cell(str(v.get("date", "-")))])
     return TableBlock(["Run", "Stage"] + list(VERSION_KEYS) + ["git commit", "recorded"], rows, kind="versions")
 
@@ -173,9 +174,11 @@ def build_document(runs: list[Run], split: str = "auto", baseline: str | None = 
     seeds = {recipe: len([r for r in runs if r.recipe == recipe and chosen in r.evals]) for recipe in recipes}
     tables = build_tables(runs, chosen, baseline) if chosen else []
     plots, missing = all_plots(runs, recipes, tables, chosen or "dev")
-    intro = [f"{len(runs)} runs: " + ", ".join(f"{recipe} (seeds {', '.join(str(r.seed) for r in runs if r.recipe == recipe)})"
-                                               for recipe in recipes) + ".",
-             f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by cselab {__import__('cselab').__version__}."]
+    intro = [f"{len(runs)} runs: "
+             + ", ".join(f"{recipe} (seeds {', '.join(str(r.seed) for r in runs if r.recipe == recipe)})"
+                         for recipe in recipes) + ".",
+             f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
+             f"by cselab {__import__('cselab').__version__}."]
     if chosen:
         intro.append(f"Evaluation on the {SPLIT_TEXT[chosen]}.")
         evaluated = sorted({task for r in runs if chosen in r.evals for task in r.evals[chosen].get("tasks", {})})
@@ -284,7 +287,8 @@ def _html_table(block: TableBlock) -> str:
     best = ' class="best"'
     body = "".join("<tr>" + "".join(f"<td{best if c.bold else ''}>{html.escape(c.text)}</td>" for c in row)
                    + "</tr>" for row in block.rows)
-    return f'<div class="scroll"><table class="{block.kind}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+    return (f'<div class="scroll"><table class="{block.kind}"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table></div>")
 
 
 def to_html(doc: Document) -> str:
@@ -299,7 +303,8 @@ def to_html(doc: Document) -> str:
             elif isinstance(block, PlotBlock):
                 plot = block.plot
                 parts.append(f'<figure class="plot" id="plot-{plot.name}">{plot.svg}'
-                             f"<figcaption><b>{html.escape(plot.title)}.</b> {html.escape(plot.caption)}</figcaption></figure>")
+                             f"<figcaption><b>{html.escape(plot.title)}.</b> "
+                             f"{html.escape(plot.caption)}</figcaption></figure>")
             elif isinstance(block, CodeBlock):
                 parts.append(f"<details><summary>{html.escape(block.summary)}</summary>"
                              f"<pre>{html.escape(block.text)}</pre></details>")
@@ -324,7 +329,8 @@ def write_report(paths: list[str | Path], out: str | Path, baseline: str | None 
     written["markdown"].write_text(to_markdown(doc), encoding="utf-8")
     written["html"].write_text(to_html(doc), encoding="utf-8")
     summary = {"split": doc.split, "baseline": baseline, "test": TEST_NAME,
-               "runs": [{"recipe": r.recipe, "seed": r.seed, "path": str(r.path), "finished": r.finished} for r in runs],
+               "runs": [{"recipe": r.recipe, "seed": r.seed, "path": str(r.path), "finished": r.finished}
+                        for r in runs],
                "tables": {t.name: t.to_dict() for t in doc.tables}, "plots": [p.name for p in doc.plots]}
     from cselab.experiments.runs import write_json
 

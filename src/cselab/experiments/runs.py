@@ -112,7 +112,8 @@ def load_run(path: Path) -> Run:
     path = Path(path)
     config = read_json(path / RUN_CONFIG)
     if config is None:
-        raise ExperimentError(f"{path}: not a run directory (no {RUN_CONFIG}; train it with `cselab sweep` or `cselab train`)")
+        raise ExperimentError(f"{path}: not a run directory (no {RUN_CONFIG}; "
+                              "train it with `cselab sweep` or `cselab train`)")
     try:
         recipe, seed = str(config["recipe"]), int(config["train"]["seed"])
     except (KeyError, TypeError, ValueError):

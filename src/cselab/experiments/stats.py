@@ -9,8 +9,8 @@ has little power too: a large p-value means "not shown", not "no difference".
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -118,9 +118,11 @@ def table_columns(results: list[dict], split: str) -> dict[str, tuple[str, list[
                               + [Column("transfer_avg", "Avg.", lambda r: _number(r.get("transfer_avg")))])
     if "align" in present:
         groups["align"] = ("Alignment and uniformity (Wang & Isola 2020; lower is better)",
-                           [Column("alignment", "Alignment", lambda r: _number((r["tasks"].get("align") or {}).get("alignment")),
+                           [Column("alignment", "Alignment",
+                                   lambda r: _number((r["tasks"].get("align") or {}).get("alignment")),
                                    higher_is_better=False, digits=4),
-                            Column("uniformity", "Uniformity", lambda r: _number((r["tasks"].get("align") or {}).get("uniformity")),
+                            Column("uniformity", "Uniformity",
+                                   lambda r: _number((r["tasks"].get("align") or {}).get("uniformity")),
                                    higher_is_better=False, digits=4)])
     return groups
 
@@ -132,7 +134,8 @@ def training_table(runs: list[Run], baseline: str | None) -> Table | None:
         return None
     columns = [Column("train_seconds", "Training time (s)", lambda s: _number(s.get("train_seconds")),
                       higher_is_better=False, digits=0),
-               Column("sentences_per_second", "Sentences/s", lambda s: _number(s.get("sentences_per_second")), digits=1),
+               Column("sentences_per_second", "Sentences/s", lambda s: _number(s.get("sentences_per_second")),
+                      digits=1),
                Column("steps", "Steps", lambda s: _number(s.get("steps")), digits=0)]
     recipes = recipe_order(trained, baseline)
     cells = {(recipe, c.key): Cell({r.seed: v for r in trained if r.recipe == recipe

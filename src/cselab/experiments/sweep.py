@@ -3,21 +3,22 @@
 Each (recipe, seed) gets ``OUT/<recipe>/seed-<seed>/``. A run whose training finished with the same
 resolved settings is not trained again; one that stopped part-way is resumed by the training loop
 from its last checkpoint; an evaluation is redone only when its result file is missing or was made
-for other weights, split or probe mode, and tasks added since are evaluated alone and merged in. ``OUT/sweep.json`` aggregates every run in OUT (mean and
-standard deviation over seeds per recipe), so a study may be run in several invocations; ``cselab report OUT`` turns them into tables and plots.
+for other weights, split or probe mode, and tasks added since are evaluated alone and merged in.
+``OUT/sweep.json`` aggregates every run in OUT (mean and standard deviation over seeds per recipe),
+so a study may be run in several invocations; ``cselab report OUT`` turns them into tables and
+plots.
 """
 from __future__ import annotations
 
 import gc
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from cselab.experiments import ExperimentError
-from cselab.experiments.runs import (SUMMARY, VERSIONS, eval_file, read_json, recipe_label, run_path,
-                                     write_json)
+from cselab.experiments.runs import SUMMARY, VERSIONS, eval_file, read_json, recipe_label, run_path, write_json
 from cselab.experiments.versions import library_versions
 
 SWEEP_FILE = "sweep.json"
@@ -120,9 +121,9 @@ def eval_task_names(settings: SweepSettings) -> list[str]:
     from cselab.evaluate.transfer import ProbeSettings
 
     if settings.data_dir is None:
-        raise ExperimentError("no SentEval data directory found (looked at $CSELAB_DATA, ~/.cache/cselab/senteval, "
-                              "data/senteval, ../shared/data/senteval-dev); pass --data-dir, run `cselab data "
-                              "download`, or skip evaluation with --no-eval")
+        raise ExperimentError("no SentEval data directory found (looked at $CSELAB_DATA and "
+                              "~/.cache/cselab/senteval); pass --data-dir, run `cselab data download`, "
+                              "or skip evaluation with --no-eval")
     names = tasks.resolve(settings.tasks, settings.eval_split)
     tasks.build(names, Path(settings.data_dir), settings.eval_split, ProbeSettings(settings.transfer_mode))
     return names
@@ -243,7 +244,8 @@ def run_job(job: Job, settings: SweepSettings, names: list[str] | None,
         record_versions(job.path, "train")
         summary = trainer(job.config, settings.progress)
         if not summary.get("finished"):
-            raise SweepStopped(f"{job.name}: training stopped at step {summary.get('steps')}/{summary.get('total_steps')}; "
+            raise SweepStopped(f"{job.name}: training stopped at step "
+                               f"{summary.get('steps')}/{summary.get('total_steps')}; "
                                f"checkpoint saved in {job.path}; run the same command again to resume")
         training = "resumed" if state == "resume" else "trained"
     if names is None:

@@ -1,12 +1,15 @@
-"""Objective terms, one per file, found by name in ``LOSSES``."""
+"""Objective terms, one per file, found by name in ``LOSSES``; ``Objective`` is a recipe's weighted sum."""
 from __future__ import annotations
 
 import importlib
 import inspect
 import pkgutil
 
+import torch
 from torch import nn
 
+from cselab.errors import ConfigError
+from cselab.losses.base import INPUT_FIELDS, LossInputs
 from cselab.registry import Registry
 
 LOSSES: Registry[nn.Module] = Registry("loss")
@@ -26,8 +29,6 @@ def _split_term(term: dict) -> tuple[str, float, dict]:
 
 def check_objective(terms: list[dict]) -> None:
     """Raise ConfigError naming objective[i].key for an unknown loss or parameter."""
-    from cselab.config import ConfigError
-
     for i, term in enumerate(terms):
         name, _, params = _split_term(term)
         if name not in LOSSES:
@@ -36,21 +37,43 @@ def check_objective(terms: list[dict]) -> None:
         allowed = [p for p in signature.parameters if p != "self"]
         for key in params:
             if key not in allowed:
-                raise ConfigError(f"objective[{i}].{key}: unknown parameter of {name} (allowed: weight, {', '.join(allowed)})")
+                raise ConfigError(f"objective[{i}].{key}: unknown parameter of {name} "
+                                  f"(allowed: weight, {', '.join(allowed)})")
         try:
             LOSSES.build(name, **params)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"objective[{i}] ({name}): {exc}") from None
 
 
-def build_objective(terms: list[dict], context: dict | None = None) -> list[tuple[str, float, nn.Module]]:
-    """The terms of a recipe; ``context`` fills sizes a term accepts but the recipe left unset."""
-    built = []
+class Objective(nn.Module):
+    """The weighted sum of a recipe's terms; ``needs`` is every input field some term reads."""
+
+    def __init__(self, names: list[str], weights: list[float], terms: list[nn.Module]):
+        super().__init__()
+        self.names, self.weights = names, weights
+        self.terms = nn.ModuleList(terms)
+        self.needs = frozenset().union(*(getattr(term, "needs", INPUT_FIELDS) for term in terms))
+
+    def forward(self, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        total, logs = None, {}
+        for weight, term in zip(self.weights, self.terms, strict=True):
+            loss, term_logs = term(inputs)
+            total = weight * loss if total is None else total + weight * loss
+            logs.update(term_logs)
+        return total, logs
+
+
+def build_objective(terms: list[dict], context: dict | None = None) -> Objective:
+    """The terms of a recipe; ``context`` fills sizes a term accepts but the recipe left unset
+    (embedding and vocabulary sizes, the backbone's model type), known before step 1."""
+    names, weights, built = [], [], []
     for term in terms:
         name, weight, params = _split_term(term)
         accepted = inspect.signature(LOSSES.get(name).__init__).parameters
         for key, value in (context or {}).items():
             if key in accepted and params.get(key) is None and value is not None:
                 params[key] = value
-        built.append((name, weight, LOSSES.build(name, **params)))
-    return built
+        names.append(name)
+        weights.append(weight)
+        built.append(LOSSES.build(name, **params))
+    return Objective(names, weights, built)

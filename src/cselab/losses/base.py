@@ -1,27 +1,61 @@
-"""What every objective term receives and returns."""
+"""The step -> objective hand-off: what a loss term receives, declares and returns.
+
+Every term is an ``nn.Module`` whose ``forward(inputs: LossInputs)`` returns ``(loss, logs)``: a
+scalar tensor and a dict of detached scalar tensors to log. Logs stay on the device; the training
+loop reads them back once per log window, so a term never forces the host to wait for the GPU.
+Each term class declares in ``needs`` which fields of ``LossInputs`` it reads; the loop provides
+exactly those (and a recipe that cannot provide them fails before training).
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass, fields
+from typing import ClassVar, Protocol
 
 import torch
 
 
 @dataclass
-class StepOutputs:
-    """Embeddings of one training step, by role (rows aligned with the anchors).
+class MaskedTokens:
+    """The MLM pass of a step: final hidden states at the masked positions and what they were.
 
-    anchor, positive: (N, d) after the training head. negative: (M, d) hard negatives for the
-    first M anchors, or None. extra: anything else a term needs (MLM logits, labels, ...).
+    hidden: (K, h) backbone outputs at the K masked positions; labels: (K,) original token ids;
+    output_embeddings: (V, h) the backbone's input embedding matrix (the tied decoder).
     """
 
-    anchor: torch.Tensor
+    hidden: torch.Tensor
+    labels: torch.Tensor
+    output_embeddings: torch.Tensor
+
+
+@dataclass
+class LossInputs:
+    """Embeddings of one training step by role, rows aligned with the anchors.
+
+    anchor, positive: (N, d) after the training head. negative: (M, d) hard negatives of the first M
+    anchors. label_view: (N, d) each anchor's augmented text (AugCSE); labels: (N,) its augmentation
+    type (0 = unchanged). masked: the MLM pass (CLEAR, pre-training). An objective of MLM alone gets
+    no embeddings at all (the step skips the contrastive forward pass).
+    """
+
+    anchor: torch.Tensor | None = None
     positive: torch.Tensor | None = None
     negative: torch.Tensor | None = None
-    extra: dict = field(default_factory=dict)
+    label_view: torch.Tensor | None = None
+    labels: torch.Tensor | None = None
+    masked: MaskedTokens | None = None
 
 
-class ObjectiveTerm(Protocol):
-    """An ``nn.Module`` whose forward maps a step's outputs to (scalar loss, values to log)."""
+INPUT_FIELDS = frozenset(f.name for f in fields(LossInputs))
 
-    def __call__(self, outputs: StepOutputs) -> tuple[torch.Tensor, dict[str, float]]: ...
+
+class LossTerm(Protocol):
+    """An objective term: reads the ``needs`` fields of the inputs, returns (loss, detached logs)."""
+
+    needs: ClassVar[frozenset[str]]
+
+    def __call__(self, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]: ...
+
+
+def accuracy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Share of rows whose highest logit is the target, as a detached tensor (no host sync)."""
+    return (logits.detach().argmax(dim=-1) == targets).float().mean()

@@ -11,9 +11,9 @@ Architecture and defaults from the authors' code (NOTES.md): GRL (alpha 1.0) -> 
 Linear(2h, 4h) -> tanh -> dropout -> Linear(4h, K) -> tanh, K = augmentations + 1, binary
 cross-entropy with logits on one-hot labels; the recipe weights the term with lambda = 0.005.
 
-``num_labels`` (K) must equal len(views.label) + 1. ``embedding_size`` (h, the size of the
-embeddings after the projection head) may be left null: the parameters then get their shape at
-the first step (``_deferred.py``: the optimizer already holds them and trains them).
+``num_labels`` (K) must equal len(views.label) + 1 and ``embedding_size`` (h) is the size of the
+embeddings after the projection head; the training loop fills both when the recipe leaves them null.
+Inputs: ``anchor`` (N, h), ``label_view`` (N, h) and ``labels`` (N,).
 """
 from __future__ import annotations
 
@@ -22,8 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from cselab.losses import LOSSES
-from cselab.losses._deferred import DeferredParameters, init_linear_
-from cselab.losses.base import StepOutputs
+from cselab.losses.base import LossInputs, accuracy
 
 
 class _ReverseGradient(torch.autograd.Function):
@@ -43,7 +42,9 @@ def reverse_gradient(x: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
 
 
 @LOSSES.register("discriminator", "AugCSE: predict the augmentation type behind gradient reversal (BCE)")
-class AugmentationDiscriminator(DeferredParameters, nn.Module):
+class AugmentationDiscriminator(nn.Module):
+    needs = frozenset({"anchor", "label_view", "labels"})
+
     def __init__(self, num_labels: int | None = None, embedding_size: int | None = None, alpha: float = 1.0,
                  dropout: float = 0.2, output_tanh: bool = True):
         super().__init__()
@@ -54,38 +55,27 @@ class AugmentationDiscriminator(DeferredParameters, nn.Module):
         if not 0 <= dropout < 1:
             raise ValueError("dropout must be in [0, 1)")
         self.num_labels, self.alpha, self.dropout, self.output_tanh = num_labels, alpha, dropout, output_tanh
-        self._declare_deferred("hidden_weight", "hidden_bias", "output_weight", "output_bias")
-        if embedding_size is not None and num_labels is not None:
-            self._materialize(embedding_size, torch.device("cpu"))
-
-    def _materialize(self, embedding_size: int, device: torch.device) -> None:
-        if self.num_labels is None:
-            raise ValueError("discriminator: set num_labels = len(views.label) + 1 in the objective term")
-        with torch.no_grad():
-            init_linear_(self._size("hidden_weight", (4 * embedding_size, 2 * embedding_size), device),
-                         self._size("hidden_bias", (4 * embedding_size,), device))
-            init_linear_(self._size("output_weight", (self.num_labels, 4 * embedding_size), device),
-                         self._size("output_bias", (self.num_labels,), device))
+        # Sizes left null (a recipe being validated) build no layers; training always knows them.
+        self.sized = num_labels is not None and embedding_size is not None
+        if self.sized:
+            self.hidden = nn.Linear(2 * embedding_size, 4 * embedding_size)
+            self.output = nn.Linear(4 * embedding_size, num_labels)
 
     def logits(self, original: torch.Tensor, augmented: torch.Tensor) -> torch.Tensor:
         x = reverse_gradient(torch.cat([original, augmented], dim=-1).float(), self.alpha)
         x = F.dropout(x, self.dropout, self.training)
-        x = torch.tanh(F.linear(x, self.hidden_weight, self.hidden_bias))
+        x = torch.tanh(self.hidden(x))
         x = F.dropout(x, self.dropout, self.training)
-        x = F.linear(x, self.output_weight, self.output_bias)
+        x = self.output(x)
         return torch.tanh(x) if self.output_tanh else x
 
-    def forward(self, outputs: StepOutputs) -> tuple[torch.Tensor, dict[str, float]]:
-        if "label_view" not in outputs.extra:
+    def forward(self, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        if inputs.label_view is None or inputs.labels is None:
             raise ValueError("the discriminator term needs views.label (a list of augmenters) in the recipe")
         if not self.sized:
-            self._materialize(outputs.anchor.shape[-1], outputs.anchor.device)
-        labels = outputs.extra["labels"]
-        if int(labels.max()) >= self.num_labels:
-            raise ValueError(f"discriminator: label {int(labels.max())} >= num_labels {self.num_labels}; "
-                             f"num_labels must be len(views.label) + 1")
-        logits = self.logits(outputs.anchor, outputs.extra["label_view"])
-        target = F.one_hot(labels.long(), self.num_labels).float()
+            raise ValueError("discriminator: num_labels and embedding_size must be set (the training loop sets them)")
+        logits = self.logits(inputs.anchor, inputs.label_view)
+        # A label >= num_labels makes one_hot raise: num_labels must be len(views.label) + 1.
+        target = F.one_hot(inputs.labels.long(), self.num_labels).float()
         loss = F.binary_cross_entropy_with_logits(logits, target)
-        accuracy = (logits.argmax(dim=1) == labels).float().mean().item()
-        return loss, {"disc": loss.item(), "disc_acc": accuracy}
+        return loss, {"disc": loss.detach(), "disc_acc": accuracy(logits, inputs.labels)}

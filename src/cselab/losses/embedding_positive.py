@@ -13,12 +13,14 @@ new positives; its own parameters are trained with the wrapper.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from cselab.losses import LOSSES
-from cselab.losses.base import StepOutputs
+from cselab.losses.base import LossInputs
 
 KINDS = ("none", "gaussian", "interpolate", "extrapolate")
 
@@ -45,7 +47,8 @@ def embedding_positive(anchor: torch.Tensor, positive: torch.Tensor, kind: str, 
     return positive + strength * (positive - hardest)  # extrapolate
 
 
-@LOSSES.register("embedding_positive", "wrap a term: positives from Gaussian noise / hard-example inter- or extrapolation")
+@LOSSES.register("embedding_positive",
+                 "wrap a term: positives from Gaussian noise / hard-example inter- or extrapolation")
 class EmbeddingPositiveTerm(nn.Module):
     def __init__(self, kind: str = "gaussian", strength: float = 0.1, inner: dict | None = None):
         super().__init__()
@@ -65,8 +68,8 @@ class EmbeddingPositiveTerm(nn.Module):
         except TypeError as exc:
             raise ValueError(f"inner ({name}): {exc}") from None
         self.kind, self.strength = kind, strength
+        self.needs = frozenset({"anchor", "positive"}) | getattr(self.inner, "needs", frozenset())
 
-    def forward(self, outputs: StepOutputs) -> tuple[torch.Tensor, dict[str, float]]:
-        positive = embedding_positive(outputs.anchor, outputs.positive, self.kind, self.strength)
-        return self.inner(StepOutputs(anchor=outputs.anchor, positive=positive, negative=outputs.negative,
-                                      extra=outputs.extra))
+    def forward(self, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        positive = embedding_positive(inputs.anchor, inputs.positive, self.kind, self.strength)
+        return self.inner(dataclasses.replace(inputs, positive=positive))

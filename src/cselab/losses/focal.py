@@ -4,12 +4,13 @@ Hou & Li, "Improving Contrastive Learning of Sentence Embeddings with Focal-Info
 Findings. Eq. (2): for anchor i with positive similarity s_p and negative similarities s_n (raw
 cosines), the logits are s_p^2 / tau for the positive and s_n (s_n + m) / tau for every negative,
 followed by cross-entropy over [positive, negatives]. Negatives are the other sentences' positives
-in the batch (SimCSE's layout) and, when present, the hard negatives of ``outputs.negative`` (each
+in the batch (SimCSE's layout) and, when present, the hard negatives of ``inputs.negative`` (each
 anchor sees every hard-negative column, all in the negative form).
 
 Temperature: the paper's text lists tau = {0.7, 0.7, 0.5, 0.5}, but its own ablation (Table 4)
 peaks at 0.05-0.07 for the base models (BERT-base 0.07: 79.31 STS-B; RoBERTa-base 0.05: 81.72).
-``temperature: null`` therefore picks 0.05 for RoBERTa-like backbones and 0.07 otherwise.
+``temperature: null`` therefore picks 0.05 for RoBERTa-like backbones and 0.07 otherwise (the
+training loop passes the backbone's ``model_type`` when it builds the term).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from cselab.losses import LOSSES
-from cselab.losses.base import StepOutputs
+from cselab.losses.base import LossInputs, accuracy
 
 ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert", "xlm-roberta-xl")
 BERT_TEMPERATURE, ROBERTA_TEMPERATURE = 0.07, 0.05
@@ -43,30 +44,32 @@ def focal_logits(positive_sim: torch.Tensor, negative_sim: torch.Tensor, margin:
     return torch.cat([positive, negative], dim=1) / temperature
 
 
-def default_temperature(encoder) -> float:
-    model_type = getattr(getattr(getattr(encoder, "backbone", None), "config", None), "model_type", "")
+def default_temperature(model_type: str | None) -> float:
     return ROBERTA_TEMPERATURE if model_type in ROBERTA_LIKE else BERT_TEMPERATURE
 
 
 @LOSSES.register("focal", "Focal-InfoNCE (Hou & Li 2023): s_p^2/tau positive, s_n(s_n+m)/tau negatives")
 class FocalInfoNCELoss(nn.Module):
-    def __init__(self, temperature: float | None = None, margin: float = 0.3, modulated: bool = True):
+    needs = frozenset({"anchor", "positive", "negative"})
+
+    def __init__(self, temperature: float | None = None, margin: float = 0.3, modulated: bool = True,
+                 model_type: str | None = None):
         super().__init__()
         if temperature is not None and temperature <= 0:
             raise ValueError("temperature must be > 0 (or null: 0.07 for BERT-like, 0.05 for RoBERTa-like models)")
-        self.temperature = temperature
+        self.temperature = temperature or default_temperature(model_type)
         self.margin = margin
         self.modulated = modulated
 
-    def forward(self, outputs: StepOutputs) -> tuple[torch.Tensor, dict[str, float]]:
-        temperature = self.temperature or default_temperature(outputs.extra.get("encoder"))
-        sims = cosine_matrix(outputs.anchor, outputs.positive)  # (N, N), diagonal = positives
+    def forward(self, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        sims = cosine_matrix(inputs.anchor, inputs.positive)  # (N, N), diagonal = positives
         hard = None
-        if outputs.negative is not None and len(outputs.negative):
-            hard = cosine_matrix(outputs.anchor, outputs.negative)
-        loss, logits = focal_infonce(sims, hard, self.margin, temperature, self.modulated)
-        accuracy = (logits.argmax(dim=1) == 0).float().mean().item()
-        return loss, {"focal": loss.item(), "acc": accuracy, "focal_tau": temperature}
+        if inputs.negative is not None and len(inputs.negative):
+            hard = cosine_matrix(inputs.anchor, inputs.negative)
+        loss, logits = focal_infonce(sims, hard, self.margin, self.temperature, self.modulated)
+        targets = torch.zeros(len(logits), dtype=torch.long, device=logits.device)
+        return loss, {"focal": loss.detach(), "acc": accuracy(logits, targets),
+                      "focal_tau": logits.new_tensor(self.temperature)}
 
 
 def focal_infonce(sims: torch.Tensor, hard_negative_sims: torch.Tensor | None, margin: float, temperature: float,

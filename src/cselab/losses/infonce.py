@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from cselab.losses import LOSSES
-from cselab.losses.base import StepOutputs
+from cselab.losses.base import LossInputs, accuracy
 
 
 def cosine_matrix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -23,6 +23,8 @@ def cosine_matrix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 @LOSSES.register("infonce", "SimCSE InfoNCE: in-batch negatives, optional hard-negative column")
 class InfoNCELoss(nn.Module):
+    needs = frozenset({"anchor", "positive", "negative"})
+
     def __init__(self, temperature: float = 0.05, hard_negative_weight: float = 0.0):
         super().__init__()
         if temperature <= 0:
@@ -30,16 +32,15 @@ class InfoNCELoss(nn.Module):
         self.temperature = temperature
         self.hard_negative_weight = hard_negative_weight
 
-    def forward(self, outputs: StepOutputs) -> tuple[torch.Tensor, dict[str, float]]:
-        anchor, positive = outputs.anchor, outputs.positive
+    def forward(self, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        anchor, positive = inputs.anchor, inputs.positive
         logits = cosine_matrix(anchor, positive) / self.temperature
-        if outputs.negative is not None and len(outputs.negative):
-            negative_logits = cosine_matrix(anchor, outputs.negative) / self.temperature
+        if inputs.negative is not None and len(inputs.negative):
+            negative_logits = cosine_matrix(anchor, inputs.negative) / self.temperature
             m = negative_logits.shape[1]
             bonus = torch.zeros_like(negative_logits)
             bonus[torch.arange(m), torch.arange(m)] = self.hard_negative_weight
             logits = torch.cat([logits, negative_logits + bonus], dim=1)
         targets = torch.arange(len(anchor), device=anchor.device)
         loss = F.cross_entropy(logits, targets)
-        accuracy = (logits.argmax(dim=1) == targets).float().mean().item()
-        return loss, {"infonce": loss.item(), "acc": accuracy}
+        return loss, {"infonce": loss.detach(), "acc": accuracy(logits, targets)}

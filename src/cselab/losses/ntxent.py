@@ -6,7 +6,7 @@ its twin and the other 2N - 2 views are its negatives (self-similarity is masked
 l(i, j) = -log exp(sim(z_i, z_j)/tau) / sum_{k != i} exp(sim(z_i, z_k)/tau), averaged over all 2N views.
 
 Rows are the anchors and their positives (``positive_role: label_view`` takes the AugCSE label view
-as the positive instead). Hard negatives in ``outputs.negative`` join as extra columns for every
+as the positive instead). Hard negatives in ``inputs.negative`` join as extra columns for every
 view (UNA's symmetric form). ``intra_view_negatives: false`` drops the same-side columns, giving the
 symmetric InfoNCE (mean of anchor->positive and positive->anchor cross-entropies).
 """
@@ -17,13 +17,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from cselab.losses import LOSSES
-from cselab.losses.base import StepOutputs
+from cselab.losses.base import LossInputs, accuracy
 
 POSITIVE_ROLES = ("positive", "label_view")
 
 
 @LOSSES.register("ntxent", "NT-Xent over 2N views (CLEAR/SimCLR); hard negatives as extra columns")
 class NTXentLoss(nn.Module):
+    needs = frozenset({"anchor", "positive", "negative", "label_view"})
+
     def __init__(self, temperature: float = 0.05, intra_view_negatives: bool = True, positive_role: str = "positive"):
         super().__init__()
         if temperature <= 0:
@@ -34,14 +36,14 @@ class NTXentLoss(nn.Module):
         self.intra_view_negatives = intra_view_negatives
         self.positive_role = positive_role
 
-    def forward(self, outputs: StepOutputs) -> tuple[torch.Tensor, dict[str, float]]:
-        anchor = outputs.anchor
+    def forward(self, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        anchor = inputs.anchor
         if self.positive_role == "label_view":
-            if "label_view" not in outputs.extra:
+            if inputs.label_view is None:
                 raise ValueError("ntxent positive_role=label_view needs views.label (AugCSE label views)")
-            positive = outputs.extra["label_view"]
+            positive = inputs.label_view
         else:
-            positive = outputs.positive
+            positive = inputs.positive
         n = len(anchor)
         views = F.normalize(torch.cat([anchor, positive]).float(), dim=-1)  # (2N, d)
         logits = views @ views.T / self.temperature
@@ -50,10 +52,9 @@ class NTXentLoss(nn.Module):
         excluded = side.unsqueeze(0) == side.unsqueeze(1) if not self.intra_view_negatives else \
             torch.eye(2 * n, dtype=torch.bool, device=views.device)
         logits = logits.masked_fill(excluded, float("-inf"))
-        if outputs.negative is not None and len(outputs.negative):
-            negatives = F.normalize(outputs.negative.float(), dim=-1)
+        if inputs.negative is not None and len(inputs.negative):
+            negatives = F.normalize(inputs.negative.float(), dim=-1)
             logits = torch.cat([logits, views @ negatives.T / self.temperature], dim=1)
         targets = torch.cat([torch.arange(n, 2 * n), torch.arange(0, n)]).to(views.device)
         loss = F.cross_entropy(logits, targets)
-        accuracy = (logits.argmax(dim=1) == targets).float().mean().item()
-        return loss, {"ntxent": loss.item(), "acc": accuracy}
+        return loss, {"ntxent": loss.detach(), "acc": accuracy(logits, targets)}

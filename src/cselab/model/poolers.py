@@ -1,7 +1,7 @@
 """Poolers: token states -> one vector per sentence (SimCSE's five), found by name."""
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 

@@ -32,7 +32,7 @@ KEEP = 2
 # Keys that may differ between the checkpoint's run and the resuming one: where files go, how
 # often they are written, and how data is loaded (views are seeded by (seed, step), not by worker).
 RESUME_SAFE_KEYS = frozenset({"train.output_dir", "train.save_steps", "train.log_steps", "train.num_workers",
-                              "train.compile", "train.unpad", "data.dev_dir", "model.trust_remote_code"})
+                              "train.compile", "model.unpad", "data.dev_dir", "model.trust_remote_code"})
 
 
 class CheckpointError(RuntimeError):
@@ -203,7 +203,8 @@ def load_checkpoint(path: Path, model: torch.nn.Module, optimizer, scheduler) ->
     state = read_state(path)
     try:
         load_model(model, str(path / "model.safetensors"))  # strict: every key and shape must match
-        optimizer.load_state_dict(_unflatten_optimizer(load_file(str(path / "optimizer.safetensors")), state["optimizer"]))
+        optimizer_tensors = load_file(str(path / "optimizer.safetensors"))
+        optimizer.load_state_dict(_unflatten_optimizer(optimizer_tensors, state["optimizer"]))
         scheduler.load_state_dict(state["scheduler"])
         set_rng_state(load_file(str(path / "rng.safetensors")), state["rng"])
     except (RuntimeError, KeyError, ValueError) as exc:

@@ -140,7 +140,7 @@ class _RowsToGradient(torch.autograd.Function):
     """Embedding lookup whose backward adds the rows it read into the weight's gradient in place."""
 
     @staticmethod
-    def forward(ctx, ids: torch.Tensor, weight: torch.Tensor, table: "PersistentGradEmbedding") -> torch.Tensor:
+    def forward(ctx, ids: torch.Tensor, weight: torch.Tensor, table: PersistentGradEmbedding) -> torch.Tensor:
         ctx.save_for_backward(ids)
         ctx.table = table
         return nn.functional.embedding(ids, weight, table.padding_idx)

@@ -1,16 +1,18 @@
-"""In-batch negatives across processes: gather every process's embeddings, keep local gradients.
+"""Several processes: in-batch negatives across processes, and the mean gradient after backward.
 
 With P processes of batch B, each process gathers the (P*B, d) embeddings of every role; its own
 rows stay the live tensors (so gradients flow into its encoder), the others are constants. Every
-process then computes the same loss over the global batch; multiplying it by P undoes DDP's
-gradient averaging, so P processes x batch B give the gradients of one batch of P*B.
+process then computes the same loss over the global batch; multiplying it by P undoes the
+averaging of gradients, so P processes x batch B give the gradients of one batch of P*B.
 """
 from __future__ import annotations
+
+import dataclasses
 
 import torch
 import torch.distributed as dist
 
-from cselab.losses.base import StepOutputs
+from cselab.losses.base import LossInputs
 
 
 def world_size() -> int:
@@ -27,23 +29,32 @@ def gather_with_grad(local: torch.Tensor) -> torch.Tensor:
     return torch.cat(pieces)
 
 
-def gather_outputs(outputs: StepOutputs) -> StepOutputs:
-    """The global batch's outputs by role; ``extra`` tensors of per-row data are gathered too."""
+def gather_inputs(inputs: LossInputs) -> LossInputs:
+    """The global batch's embeddings and labels by role; the MLM pass stays per process."""
     if world_size() == 1:
-        return outputs
-    extra = dict(outputs.extra)
-    for key in ("label_view", "labels"):
-        if key in extra and torch.is_tensor(extra[key]):
-            extra[key] = gather_with_grad(extra[key]) if extra[key].is_floating_point() else _gather_plain(extra[key])
-    return StepOutputs(
-        anchor=gather_with_grad(outputs.anchor),
-        positive=None if outputs.positive is None else gather_with_grad(outputs.positive),
-        negative=None if outputs.negative is None else gather_with_grad(outputs.negative),
-        extra=extra,
-    )
+        return inputs
+    gathered = {name: None if value is None else gather_with_grad(value)
+                for name, value in (("anchor", inputs.anchor), ("positive", inputs.positive),
+                                    ("negative", inputs.negative), ("label_view", inputs.label_view))}
+    labels = None if inputs.labels is None else gather_with_grad(inputs.labels)
+    return dataclasses.replace(inputs, labels=labels, **gathered)
 
 
-def _gather_plain(local: torch.Tensor) -> torch.Tensor:
-    pieces = [torch.empty_like(local) for _ in range(world_size())]
-    dist.all_gather(pieces, local.contiguous())
-    return torch.cat(pieces)
+def average_gradients(module: torch.nn.Module) -> None:
+    """What DDP does after backward: every process ends with the mean gradient.
+
+    One collective per dtype over a flat copy: a call per tensor pays the collective's latency a
+    hundred times a step, which on CPU (gloo) costs more than the bytes themselves.
+    """
+    if world_size() == 1:
+        return
+    by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
+    for p in module.parameters():
+        if p.grad is not None:
+            by_dtype.setdefault(p.grad.dtype, []).append(p.grad)
+    for grads in by_dtype.values():
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat)
+        flat /= world_size()
+        for g, part in zip(grads, flat.split([g.numel() for g in grads]), strict=True):
+            g.copy_(part.view_as(g))

@@ -1,0 +1,14 @@
+"""Errors that explain themselves in one line (the command line prints them without a traceback)."""
+from __future__ import annotations
+
+
+class ConfigError(ValueError):
+    """A recipe, an override or a command-line choice is invalid; the message names the key."""
+
+    def __init__(self, message: str):
+        # A key or value typed with a newline in it must not break the one-line message.
+        super().__init__(str(message).replace("\r", "\\r").replace("\n", "\\n"))
+
+
+class TrainingError(RuntimeError):
+    """Training stopped on a fault (a non-finite loss or gradient); the message names the step."""

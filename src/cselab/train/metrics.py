@@ -1,0 +1,108 @@
+"""The training log: per-step values add up on the device and are read back once per log window.
+
+Reading a GPU tensor makes the host wait for every queued kernel; doing it for each loss, accuracy
+and finite check of every step leaves a small model launch-bound. Here a step only adds its
+(detached) loss, term logs and gradient norm into device tensors, and marks the first step whose
+loss or gradient norm was not finite. ``close_window`` reads it all back in one transfer, raises
+:class:`~cselab.errors.TrainingError` naming the first non-finite step, and returns the window's
+record (means over its steps) for ``metrics.jsonl``. The loop closes the window before every
+evaluation and checkpoint, so no checkpoint or best model is written from a non-finite state.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from cselab.data.collate import Batch
+from cselab.errors import TrainingError
+from cselab.train.run_dir import RunState
+from cselab.train.steps import StepResult
+from cselab.train.throughput import Throughput
+
+
+class MetricsLog:
+    def __init__(self, path: Path | None, state: RunState, log_steps: int, throughput: Throughput, bar=None):
+        self.path, self.state, self.log_steps = path, state, log_steps
+        self.throughput, self.bar = throughput, bar
+        self.file = None
+        self._reset()
+
+    def __enter__(self) -> MetricsLog:
+        self.file = open(self.path if self.path is not None else os.devnull, "a", encoding="utf-8")  # noqa: SIM115
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.file.close()
+        if self.bar is not None:
+            self.bar.close()
+
+    def _reset(self) -> None:
+        self.sums: dict[str, torch.Tensor] = {}
+        self.steps = 0
+        self.first: torch.Tensor | None = None  # the run's first loss, until it is read back
+        self.last: torch.Tensor | None = None  # the window's last loss
+        self.bad: torch.Tensor | None = None  # [first non-finite step, 1 = loss / 2 = gradient norm]
+        self.started = time.perf_counter()
+
+    def add(self, result: StepResult, grad_norm: torch.Tensor, batch: Batch) -> None:
+        """Account the step just finished (``state.step``); no host synchronisation."""
+        for name, value in {"loss": result.loss, **result.logs, "grad_norm": grad_norm}.items():
+            value = value.detach().float()
+            self.sums[name] = value if name not in self.sums else self.sums[name] + value
+        kind = torch.where(torch.isfinite(result.loss), torch.where(torch.isfinite(grad_norm), 0, 2), 1)
+        marked = torch.stack([torch.full_like(kind, self.state.step), kind])
+        if self.bad is None:
+            self.bad = torch.where(kind > 0, marked, torch.zeros_like(marked))
+        else:
+            self.bad = torch.where((self.bad[0] == 0) & (kind > 0), marked, self.bad)
+        if self.state.first_loss is None and self.first is None:
+            self.first = result.loss
+        self.last = result.loss
+        self.throughput.add(batch.real_tokens, batch.padded_tokens)
+        self.steps += 1
+        if self.bar is not None:
+            self.bar.update(1)
+
+    def due(self, last: bool) -> bool:
+        return self.state.step % self.log_steps == 0 or last
+
+    def close_window(self, lr: float, advice: str) -> dict:
+        """Read the window back (one transfer), check it was finite, and return its record."""
+        record: dict = {"step": self.state.step, "lr": lr}
+        if not self.steps:
+            return record
+        names = list(self.sums)
+        first = self.first if self.first is not None else self.last
+        values = torch.cat([torch.stack([*(self.sums[n] for n in names), first.float(), self.last.float()]),
+                            self.bad.float()]).tolist()
+        *sums, first_loss, last_loss, bad_step, bad_kind = values
+        if bad_step:
+            what = "loss" if bad_kind == 1 else "gradient norm"
+            raise TrainingError(f"step {int(bad_step)}: {what} is not finite (found at step {self.state.step}, the end "
+                                f"of its log window); no checkpoint or best model was written after it ({advice})")
+        if self.first is not None:
+            self.state.first_loss = first_loss
+        self.state.last_loss = last_loss
+        seconds = time.perf_counter() - self.started
+        self.state.train_seconds += seconds
+        record.update({n: v / self.steps for n, v in zip(names, sums, strict=True)})
+        record.update(self.throughput.record(seconds))
+        self._reset()
+        return record
+
+    def write(self, record: dict) -> None:
+        self.file.write(json.dumps(record) + "\n")
+        self.file.flush()
+        if self.bar is not None and "loss" in record:
+            shown = {"loss": f"{record['loss']:.4f}"}
+            if "stsb_dev" in record:
+                shown["dev"] = f"{record['stsb_dev']:.2f}"
+            self.bar.set_postfix(**shown)
+
+    def restart_window(self) -> None:
+        """Start the clock again after work that is not training (evaluation, checkpoints)."""
+        self.started = time.perf_counter()

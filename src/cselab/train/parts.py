@@ -1,0 +1,130 @@
+"""What a run is made of, built from its config: corpus, views, encoder, head, objective, step plan,
+data loader, optimiser and learning-rate schedule."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from cselab.config import Config
+from cselab.data.collate import Collator, StepDataset, StepPlan
+from cselab.data.corpus import CorpusStats
+from cselab.data.indexed import read_corpus
+from cselab.data.masking import MlmMasking
+from cselab.data.views import ViewBuilder
+from cselab.errors import ConfigError
+from cselab.losses import Objective, build_objective
+from cselab.model.encoder import SentenceEncoder
+from cselab.model.heads import build_head
+from cselab.train.cpu_speed import reuse_freed_memory, use_fast_dropout, use_persistent_embedding_grad
+from cselab.train.signals import quiet_worker
+
+log = logging.getLogger("cselab.train")
+
+
+@dataclass
+class RunParts:
+    corpus: Any  # a sequence of sentences
+    corpus_stats: CorpusStats
+    encoder: SentenceEncoder
+    head: torch.nn.Module
+    objective: Objective
+    trainable: torch.nn.ModuleList  # [encoder, head, *terms]: the checkpoint's layout
+    plan: StepPlan
+    collator: Collator
+
+
+def build_parts(config: Config, device: torch.device, processes: int = 1) -> RunParts:
+    corpus, stats = read_corpus(config.data.corpus, config.data.column, config.data.max_sentences,
+                                seed=config.train.seed)
+    log.info("corpus: %s", stats.summary())
+    views = ViewBuilder(config.views, corpus, config.train.seed)
+    encoder = build_encoder(config)
+    added = encoder.add_special_tokens(views.special_tokens)  # before the optimizer: the vocabulary grows
+    if added:
+        log.info("added to the vocabulary: %s", ", ".join(added))
+    head = build_head(config.model.projection, encoder.hidden_size, **config.model.projection_params)
+    objective = build_objective(config.objective, term_context(encoder, head, config))
+    check_views_for(objective, config)
+    trainable = torch.nn.ModuleList([encoder, head, *objective.terms]).to(device)
+    speed_up(encoder, config, device)
+    masking = next((MlmMasking(encoder.tokenizer, term.probability, term.mask_replace_prob, term.random_replace_prob)
+                    for name, term in zip(objective.names, objective.terms, strict=True) if name == "mlm"), None)
+    collator = Collator(encoder.tokenize, views, encode_views=bool(objective.needs - {"masked"}), masking=masking)
+    return RunParts(corpus, stats, encoder, head, objective, trainable, plan_steps(corpus, config, processes), collator)
+
+
+def build_encoder(config: Config) -> SentenceEncoder:
+    m = config.model
+    mlp = None if m.mlp == "auto" else m.mlp == "true"
+    if m.from_config is not None:
+        pooler = "cls" if m.pooler == "auto" else m.pooler
+        return SentenceEncoder.from_config(m.from_config, m.name_or_path, pooler=pooler, mlp=mlp,
+                                           mlp_only_train=m.mlp_only_train, max_seq_len=m.max_seq_len)
+    return SentenceEncoder.from_pretrained(m.name_or_path, pooler=m.pooler, mlp=m.mlp,
+                                           mlp_only_train=m.mlp_only_train, max_seq_len=m.max_seq_len,
+                                           trust_remote_code=m.trust_remote_code)
+
+
+def term_context(encoder: SentenceEncoder, head: torch.nn.Module, config: Config) -> dict:
+    """What a term may need to build its own parameters, known before step 1."""
+    with torch.no_grad():
+        was_training = head.training
+        head.eval()
+        embedding_size = head(torch.zeros(2, encoder.hidden_size)).shape[-1]
+        head.train(was_training)
+    backbone_config = encoder.backbone.config
+    return {"embedding_size": embedding_size, "hidden_size": encoder.hidden_size,
+            "vocab_size": encoder.input_embeddings().shape[0], "model_type": backbone_config.model_type,
+            "hidden_act": getattr(backbone_config, "hidden_act", None),
+            "layer_norm_eps": getattr(backbone_config, "layer_norm_eps", None),
+            "num_labels": len(config.views.label) + 1 if config.views.label else None}
+
+
+def check_views_for(objective: Objective, config: Config) -> None:
+    """A term that reads label views needs ``views.label``; its num_labels must fit the list."""
+    for i, (name, term) in enumerate(zip(objective.names, objective.terms, strict=True)):
+        if name == "discriminator" and not config.views.label:
+            raise ConfigError(f"objective[{i}] (discriminator): needs views.label, a list of augmenters")
+        if name == "discriminator" and term.num_labels != len(config.views.label) + 1:
+            raise ConfigError(f"objective[{i}].num_labels: {term.num_labels} must be len(views.label) + 1 = "
+                              f"{len(config.views.label) + 1}")
+
+
+def speed_up(encoder: SentenceEncoder, config: Config, device: torch.device) -> None:
+    """The CPU speed-ups (train/cpu_speed.py), the unpadded forward and torch.compile, as configured."""
+    if config.train.fast_cpu and device.type == "cpu":
+        # Compiled, torch's dropout draws its masks inside inductor's fused kernels; fast_dropout's
+        # in-place random_ would break the graph at every dropout instead.
+        if not config.train.compile:
+            use_fast_dropout(encoder.backbone)
+        reuse_freed_memory()
+        use_persistent_embedding_grad(encoder.backbone)
+    unpad = config.model.unpad == "true" or (config.model.unpad == "auto" and device.type == "cpu")
+    if unpad and not encoder.use_unpadded() and config.model.unpad == "true":
+        log.warning("model.unpad: %s has no BERT-style layers; it runs padded", type(encoder.backbone).__name__)
+    if config.train.compile:
+        encoder.backbone.compile(dynamic=True)  # in place: parameter names (and checkpoints) unchanged
+
+
+def plan_steps(corpus, config: Config, processes: int = 1) -> StepPlan:
+    """Every step of the run; with P processes a step is P x batch_size sentences (global batch)."""
+    grouping = config.data.length_grouping
+    lengths = None
+    if grouping > 1:
+        lengths = corpus.approximate_lengths() if hasattr(corpus, "approximate_lengths") else [len(s) for s in corpus]
+    return StepPlan(len(corpus), config.optim.batch_size * processes, config.optim.epochs, config.train.seed,
+                    config.optim.max_steps, lengths=lengths, length_grouping=grouping, drop_last=processes > 1)
+
+
+def make_loader(parts: RunParts, config: Config, start_step: int, rank: int, processes: int,
+                device: torch.device) -> torch.utils.data.DataLoader:
+    workers = config.train.num_workers
+    return torch.utils.data.DataLoader(
+        StepDataset(parts.corpus, parts.plan, start_step, rank, processes), batch_size=None, shuffle=False,
+        collate_fn=parts.collator, num_workers=workers, persistent_workers=False, worker_init_fn=quiet_worker,
+        pin_memory=device.type == "cuda", prefetch_factor=4 if workers else None,
+        # Its own generator: starting the loader must not draw from the restored dropout RNG.
+        generator=torch.Generator().manual_seed(config.train.seed))

@@ -1,0 +1,122 @@
+"""This training process among its peers: its device and rank, and the work only the main one does
+(printing, model selection, checkpoints, the summary)."""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from cselab.config import Config
+from cselab.errors import TrainingError
+from cselab.evaluate.dev import StsbDev, find_senteval_dir
+from cselab.hardware import PrecisionChoice, resolve_device
+from cselab.model.encoder import SentenceEncoder
+from cselab.train import checkpoint as ckpt
+from cselab.train.distributed import world_size
+from cselab.train.parts import RunParts
+from cselab.train.run_dir import METRICS, RunState, trim_metrics
+from cselab.train.selection import BestModel
+
+
+@dataclass
+class Process:
+    accelerator: object
+    device: torch.device
+    out_dir: Path
+    rank: int = 0
+    processes: int = 1
+    main: bool = True
+    started: float = field(default_factory=time.time)
+
+    @classmethod
+    def start(cls, config: Config) -> Process:
+        """Pick the device, join the other processes (torchrun / accelerate launch) and seed."""
+        from accelerate import Accelerator
+        from accelerate.utils import set_seed
+
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        device = resolve_device(config.train.device, "train.device")
+        if device.type == "cuda" and device.index is not None:
+            torch.cuda.set_device(device.index)
+        accelerator = Accelerator(mixed_precision="no", cpu=device.type == "cpu")
+        set_seed(config.train.seed)
+        return cls(accelerator, accelerator.device, Path(config.train.output_dir), accelerator.process_index,
+                   world_size(), accelerator.is_main_process)
+
+    def say(self, message: str) -> None:
+        self.accelerator.print(message)
+
+    def barrier(self) -> None:
+        self.accelerator.wait_for_everyone()
+
+    def progress_bar(self, recipe: str, total: int, initial: int):
+        if not self.main:
+            return None
+        from tqdm.auto import tqdm
+
+        return tqdm(total=total, initial=initial, desc=f"train {recipe}", unit="step")
+
+    def advice(self, precision: str) -> str:
+        """What to do after a non-finite loss (a resume must keep the settings: a new run is the remedy)."""
+        remedy = "lower optim.lr" + ("" if precision == "fp32" else " or use train.precision=fp32")
+        return f"checkpoints and the best model so far stay in {self.out_dir}; {remedy} and run with --no-resume"
+
+
+def best_model_selection(process: Process, config: Config, encoder: SentenceEncoder, precision: str,
+                         state: RunState) -> BestModel:
+    """STS-B dev evaluation on the main process when dev data is found; the record of a resumed run."""
+    dev = None
+    if process.main and config.train.eval_steps > 0:
+        dev_dir = find_senteval_dir(config.data.dev_dir)
+        dev = StsbDev(dev_dir) if dev_dir is not None else None
+        if dev is None:
+            process.say("no STS-B dev data found: the final model is the last step "
+                        "(`cselab data download` fetches it; or set data.dev_dir or $CSELAB_DATA)")
+    selector = BestModel(process.out_dir, dev, encoder, precision, config.train.eval_steps)
+    selector.best_dev, selector.best_step = state.best_dev, state.best_step
+    if process.main and state.step:
+        selector.reconcile(state.step)
+        trim_metrics(process.out_dir / METRICS, state.step)
+    return selector
+
+
+def save_checkpoint(process: Process, parts: RunParts, optimizer, scheduler, state: RunState, selector: BestModel,
+                    config: Config) -> None:
+    parameters = list(parts.trainable.parameters())
+    if not bool(torch.stack([torch.isfinite(p).all() for p in parameters]).all()):
+        raise TrainingError(f"step {state.step}: the weights are no longer finite; no checkpoint written. Resume "
+                            f"from the last good checkpoint in {process.out_dir / 'checkpoints'} with a lower optim.lr")
+    if process.main:
+        state.best_dev, state.best_step = selector.best_dev, selector.best_step
+        ckpt.save_checkpoint(process.out_dir / "checkpoints", state.step, parts.trainable, optimizer, scheduler,
+                             state.trainer_dict(), config.to_dict())
+    process.barrier()
+
+
+def summarize(process: Process, config: Config, parts: RunParts, state: RunState, selector: BestModel,
+              precision: PrecisionChoice) -> dict:
+    """The run summary (written to summary.json by the main process)."""
+    total = len(parts.plan)
+    summary = {
+        "recipe": config.recipe,
+        "output_dir": str(process.out_dir),
+        "finished": state.step >= total,
+        "steps": state.step,
+        "total_steps": total,
+        "corpus": parts.corpus_stats.to_dict(),
+        "device": str(process.device),
+        "precision": precision.to_dict(),
+        "first_loss": state.first_loss,
+        "final_loss": state.last_loss,
+        "best_stsb_dev": selector.best_dev,
+        "best_step": selector.best_step,
+        "train_seconds": round(state.train_seconds, 2),
+        "sentences_per_second": round(state.sentences_seen / state.train_seconds, 2) if state.train_seconds else None,
+        "wall_seconds": round(time.time() - process.started, 2),
+    }
+    if process.main:
+        ckpt.write_json_atomic(process.out_dir / "summary.json", summary)
+    return summary

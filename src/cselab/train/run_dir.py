@@ -1,0 +1,86 @@
+"""A run's output directory: its resolved config, its resume point and the state a checkpoint carries."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from cselab.config import Config
+from cselab.errors import ConfigError
+from cselab.train import checkpoint as ckpt
+from cselab.train.selection import BEST_MODEL
+
+RUN_CONFIG = "train_config.json"  # the resolved recipe (config.json is the saved model's own)
+METRICS = "metrics.jsonl"
+
+
+@dataclass
+class RunState:
+    """What a checkpoint's ``state.json`` holds beside the weights: where the run is and how it went."""
+
+    step: int = 0
+    best_dev: float | None = None
+    best_step: int | None = None
+    first_loss: float | None = None
+    last_loss: float | None = None
+    sentences_seen: int = 0
+    train_seconds: float = 0.0
+    corpus_sha256: str | None = None
+
+    def trainer_dict(self) -> dict:
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "step"}
+
+
+def open_run(out_dir: Path, config: Config, resume: bool, main: bool) -> Path | None:
+    """The checkpoint to resume from (None = start over), after checking it belongs to this config.
+
+    Starting over clears the directory's old checkpoints and metrics, so a later resume can never
+    pick up a checkpoint of an earlier, different run. Only the main process writes.
+    """
+    checkpoint_dir = out_dir / "checkpoints"
+    if not main:
+        return ckpt.latest_valid_checkpoint(checkpoint_dir) if resume else None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    latest = ckpt.latest_valid_checkpoint(checkpoint_dir) if resume else None
+    if latest is None:
+        for old in [*checkpoint_dir.glob("step-*"), *checkpoint_dir.glob(".step-*.tmp")]:
+            shutil.rmtree(old, ignore_errors=True)
+        (out_dir / METRICS).unlink(missing_ok=True)
+        (out_dir / BEST_MODEL).unlink(missing_ok=True)
+    else:
+        differing = ckpt.config_differences(ckpt.read_state(latest).get("config"), config.to_dict())
+        if differing:
+            raise ConfigError(f"{out_dir}: its checkpoint {latest.name} was made with a different "
+                              f"{', '.join(differing)}; run with the same settings to resume, or pass --no-resume "
+                              f"(or another train.output_dir) to start over")
+    ckpt.write_json_atomic(out_dir / RUN_CONFIG, config.to_dict())
+    return latest
+
+
+def resume_state(latest: Path, trainable, optimizer, scheduler, fingerprint: str, corpus: str) -> RunState:
+    """Weights, optimiser, scheduler and RNG restored from ``latest``; the run's state returned."""
+    saved = ckpt.load_checkpoint(latest, trainable, optimizer, scheduler)
+    state = RunState(**{k: v for k, v in saved.items() if k in {f.name for f in dataclasses.fields(RunState)}})
+    if state.corpus_sha256 != fingerprint:
+        raise ConfigError(f"{corpus}: the corpus changed since checkpoint {latest}; restore it, "
+                          f"or pass --no-resume (or another train.output_dir) to start over")
+    return state
+
+
+def trim_metrics(path: Path, last_step: int) -> None:
+    """Keep the records up to ``last_step`` (the resume point), so a resumed run adds no duplicates."""
+    if not path.is_file():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            if json.loads(line)["step"] <= last_step:
+                kept.append(line)
+        except (ValueError, KeyError, TypeError):
+            pass  # a record cut short by the crash
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    os.replace(tmp, path)

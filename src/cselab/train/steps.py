@@ -1,0 +1,149 @@
+"""Step strategies: one batch in, gradients accumulated on the parameters, the loss out.
+
+Both strategies keep the same contract (``StepStrategy``): the plain step encodes every view in one
+forward pass; the GradCache step (Gao et al., 2021, "Scaling Deep Contrastive Learning Batch Size
+under Memory Limited Setup") encodes in chunks so that large batches fit in little memory, with the
+same gradients. The loop picks one strategy once and never branches on it again.
+
+Everything a step returns stays on the device: the loop reads it back once per log window.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from cselab.data.collate import Batch
+from cselab.hardware import autocast
+from cselab.losses import Objective
+from cselab.losses.base import LossInputs, MaskedTokens
+from cselab.model.encoder import SentenceEncoder
+from cselab.train.distributed import gather_inputs
+
+
+@dataclass
+class StepResult:
+    loss: torch.Tensor  # detached scalar, on the device
+    logs: dict[str, torch.Tensor]  # detached scalars from the objective's terms
+
+
+class StepStrategy(Protocol):
+    def __call__(self, batch: Batch) -> StepResult: ...
+
+
+class PlainStep:
+    """Encode every view of the step at once, compute the objective, back-propagate.
+
+    With P processes, each encodes its share of the global batch and gathers the others' embeddings
+    (``distributed.py``); the loss is multiplied by P to undo the averaging of gradients over
+    processes, so P processes of batch B give the gradients of one batch of P x B.
+    """
+
+    def __init__(self, encoder: SentenceEncoder, head: torch.nn.Module, objective: Objective, device: torch.device,
+                 precision: str, processes: int = 1):
+        self.encoder, self.head, self.objective = encoder, head, objective
+        self.device, self.precision, self.processes = device, precision, processes
+        self.encode_views = bool(objective.needs - {"masked"})
+
+    def embed(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        with autocast(self.device, self.precision):
+            return self.head(self.encoder(features))
+
+    def masked_tokens(self, batch: Batch) -> MaskedTokens | None:
+        """The MLM pass: the backbone over the masked tokens, hidden states at the masked positions."""
+        if batch.masked is None:
+            return None
+        masked = batch.masked
+        features = {k: v.to(self.device, non_blocking=True) for k, v in masked.features.items()}
+        with autocast(self.device, self.precision):
+            states = self.encoder.token_states(features)
+        hidden = states.reshape(-1, states.shape[-1]).index_select(0, masked.positions.to(self.device))
+        return MaskedTokens(hidden=hidden, labels=masked.labels.to(self.device, non_blocking=True),
+                            output_embeddings=self.encoder.input_embeddings())
+
+    def loss(self, embeddings: torch.Tensor | None, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        inputs = LossInputs(anchor=None, masked=self.masked_tokens(batch))
+        if embeddings is not None:
+            roles = batch.roles
+            inputs.anchor, inputs.positive = embeddings[roles["anchor"]], embeddings[roles["positive"]]
+            if "negative" in roles:
+                inputs.negative = embeddings[roles["negative"]]
+            if "label_view" in roles:
+                inputs.label_view = embeddings[roles["label_view"]]
+                inputs.labels = batch.labels.to(self.device, non_blocking=True)
+            inputs = gather_inputs(inputs)
+        return self.objective(inputs)
+
+    def features(self, batch: Batch) -> dict[str, torch.Tensor]:
+        return {k: v.to(self.device, non_blocking=True) for k, v in batch.features.items()}
+
+    def __call__(self, batch: Batch) -> StepResult:
+        embeddings = self.embed(self.features(batch)) if self.encode_views else None
+        loss, logs = self.loss(embeddings, batch)
+        (loss * self.processes).backward()
+        return StepResult(loss.detach(), logs)
+
+
+class GradCacheStep(PlainStep):
+    """The same gradients as :class:`PlainStep` with one chunk's activations in memory at a time.
+
+    1. Encode the rows in chunks without gradient, remembering each chunk's RNG state.
+    2. Compute the loss on the detached embeddings and back-propagate to them (and to the terms).
+    3. Re-encode each chunk with gradient under its remembered RNG state (the same dropout masks)
+       and push that chunk's embedding gradient through the encoder.
+    """
+
+    def __init__(self, *args, chunk_size: int, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.chunk_size = chunk_size
+
+    def __call__(self, batch: Batch) -> StepResult:
+        if not self.encode_views:  # nothing to cache: an MLM-only objective
+            return super().__call__(batch)
+        features = self.features(batch)
+        # Each chunk is trimmed to its own longest row; lengths come from the host copy (no device sync).
+        lengths = batch.features["attention_mask"].numpy().sum(axis=1)
+        bounds = [(start, min(start + self.chunk_size, len(lengths)), int(lengths[start:start + self.chunk_size].max()))
+                  for start in range(0, len(lengths), self.chunk_size)]
+        states, pieces = [], []
+        with torch.no_grad():
+            for start, stop, length in bounds:
+                states.append(RngState())
+                pieces.append(self.embed(chunk_rows(features, start, stop, length)))
+        after_first_pass = RngState()
+        embeddings = torch.cat(pieces).detach().requires_grad_(True)
+        loss, logs = self.loss(embeddings, batch)
+        (loss * self.processes).backward()  # the terms' own parameters, and the cached embeddings
+        for (start, stop, length), state in zip(bounds, states, strict=True):
+            state.restore()
+            self.embed(chunk_rows(features, start, stop, length)).backward(embeddings.grad[start:stop])
+        after_first_pass.restore()  # later randomness continues as if each chunk ran once
+        return StepResult(loss.detach(), logs)
+
+
+class RngState:
+    """The CPU (and CUDA) generator states at one moment, to replay a forward pass exactly."""
+
+    def __init__(self):
+        self.cpu = torch.get_rng_state()
+        self.cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+
+    def restore(self) -> None:
+        torch.set_rng_state(self.cpu)
+        if self.cuda is not None:
+            torch.cuda.set_rng_state_all(self.cuda)
+
+
+def chunk_rows(features: dict[str, torch.Tensor], start: int, stop: int, length: int) -> dict[str, torch.Tensor]:
+    """Rows start:stop of a tokenised batch, cut to ``length`` tokens (the padding past the chunk's
+    longest row changes no output)."""
+    return {k: v[start:stop, :length] if v.dim() == 2 else v[start:stop] for k, v in features.items()}
+
+
+def choose_step(grad_cache_chunk: int | None) -> Callable[..., StepStrategy]:
+    """The strategy's constructor: GradCache when a chunk size is set, else the plain step."""
+    if grad_cache_chunk:
+        return lambda *args, **kwargs: GradCacheStep(*args, chunk_size=grad_cache_chunk, **kwargs)
+    return PlainStep

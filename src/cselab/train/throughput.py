@@ -1,0 +1,97 @@
+"""Hardware efficiency of training: model FLOP/s and their share of the machine's matmul peak (MFU).
+
+The training log calls :class:`Throughput` once per log window; nothing here runs per step beyond
+adding up token counts the collator already counted on the host.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+REPROBE_SECONDS = 600.0  # the peak is probed again this often, and sooner when a window beats it,
+REPROBE_MIN_SECONDS = 120.0  # but not more often than this: a probe costs a second
+_PEAKS: dict = {}  # (dtype, device type) -> (highest probe, when it was last probed)
+
+
+def matmul_peak_flops(dtype: torch.dtype = torch.bfloat16, seconds: float = 1.0, size: int = 1024,
+                      device: str = "cpu", windows: int = 10) -> float:
+    """Achieved FLOP/s of square matmuls for about ``seconds``: the practical peak to compare with.
+
+    The time is cut into ``windows`` and the fastest window counts: a peak is what the machine can
+    do, and on a shared or virtual machine a one-second average is pulled down by whatever else
+    ran in that second (single one-second probes here ranged from 0.26 to 0.41 TFLOP/s).
+    """
+    # A private generator: probing must not move the global RNG (dropout, resumed runs).
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(size, size, generator=generator).to(device=device, dtype=dtype)
+    b = torch.randn(size, size, generator=generator).to(device=device, dtype=dtype)
+    for _ in range(3):  # warm up kernels and caches
+        a @ b
+    best, window = 0.0, seconds / windows
+    for _ in range(windows):
+        count, start = 0, time.perf_counter()
+        while count == 0 or time.perf_counter() - start < window:
+            a @ b
+            count += 1
+        if device != "cpu":
+            torch.cuda.synchronize()
+        best = max(best, 2 * size**3 * count / (time.perf_counter() - start))
+    return best
+
+
+def measured_peak(dtype: torch.dtype, device: str, achieved: float = 0.0) -> float:
+    """The matmul peak of this machine: the highest of this process's one-second probes.
+
+    The first call probes; later calls probe again after :data:`REPROBE_SECONDS`, or after
+    :data:`REPROBE_MIN_SECONDS` when ``achieved`` (a window's FLOP/s) beats the peak. A virtual
+    machine's speed drifts by 10-20% over minutes, and a probe that caught a slow second would
+    overstate every MFU after it.
+    """
+    peak, probed_at = _PEAKS.get((dtype, device), (0.0, None))
+    since = None if probed_at is None else time.perf_counter() - probed_at
+    if since is None or since > REPROBE_SECONDS or (achieved > peak and since > REPROBE_MIN_SECONDS):
+        peak = max(peak, matmul_peak_flops(dtype, seconds=1.0, device=device))
+        _PEAKS[(dtype, device)] = (peak, time.perf_counter())
+    return peak
+
+
+def non_embedding_parameters(model: torch.nn.Module) -> int:
+    """Parameters that take part in matmuls: all but the (lookup-only) embedding tables."""
+    embedding = sum(p.numel() for m in model.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters())
+    return sum(p.numel() for p in model.parameters()) - embedding
+
+
+def training_flops(parameters: int, tokens: int) -> float:
+    """6 x params x tokens: forward (2) plus backward (4) FLOPs of a dense transformer."""
+    return 6.0 * parameters * tokens
+
+
+class Throughput:
+    """Real and padded tokens of a log window -> model TFLOP/s, MFU and the share of padding.
+
+    FLOPs count real (unpadded) tokens of the contrastive views; an MLM term's own pass is not
+    counted. With P processes the window's FLOPs are the global batch's, the peak one process's.
+    """
+
+    def __init__(self, model: torch.nn.Module, dtype: torch.dtype, device: str, processes: int = 1):
+        self.parameters = non_embedding_parameters(model)
+        self.dtype, self.device, self.processes = dtype, device, processes
+        self.tokens = self.padded = 0
+        measured_peak(dtype, device)  # probed before the first step, not inside a timed window
+
+    def add(self, real_tokens: int, padded_tokens: int) -> None:
+        self.tokens += real_tokens * self.processes
+        self.padded += padded_tokens * self.processes
+
+    def record(self, seconds: float) -> dict[str, float]:
+        """The window's figures; the counts start again."""
+        if not self.padded or seconds <= 0:
+            return {}
+        flops = training_flops(self.parameters, self.tokens)
+        rate = flops / seconds / self.processes
+        record = {"model_tflops": flops / seconds / 1e12,
+                  "mfu": rate / measured_peak(self.dtype, self.device, achieved=rate),
+                  "padding": 1 - self.tokens / self.padded}
+        self.tokens = self.padded = 0
+        return record
