@@ -226,7 +226,7 @@ def bench_step_cost(corpus_path: Path, pairs: int, seed: int = 0) -> dict:
     from cselab.losses import build_objective
     from cselab.model.heads import build_head
     from cselab.train.parts import build_encoder
-    from cselab.train.steps import PlainStep
+    from cselab.train.steps import PlainStep, StepForward
 
     config = load_config("una", [f"data.corpus={corpus_path}"])
     corpus = [line for line in corpus_path.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -239,7 +239,7 @@ def bench_step_cost(corpus_path: Path, pairs: int, seed: int = 0) -> dict:
     collator = Collator(encoder.tokenize, ViewBuilder(config.views, corpus, seed))
     device = torch.device("cpu")
     precision = choose_precision(config.train.precision, device, encoder.hidden_size).precision
-    step_fn = PlainStep(encoder, head, objective, device, precision)
+    step_fn = PlainStep(StepForward(encoder, head, objective, device, precision))
     rng = random.Random(seed)
     timings: dict[str, list[float]] = {"plain": [], "una": []}
     augment_seconds = []

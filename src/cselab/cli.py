@@ -6,6 +6,7 @@ import importlib
 import json
 import logging
 import sys
+import traceback
 from pathlib import Path
 
 # Subcommands owned by other packages: each module has register(subparsers).
@@ -141,15 +142,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Errors that explain themselves in one line: (module, class name), looked up only once the module
 # is loaded, so `cselab recipes` does not import torch to learn an exception's name.
-USER_ERRORS = [("cselab.errors", "ConfigError"), ("cselab.data.corpus", "CorpusError"),
-               ("cselab.errors", "TrainingError"), ("cselab.train.checkpoint", "CheckpointError"),
+USER_ERRORS = [("cselab.errors", "ConfigError"), ("cselab.errors", "UnknownNameError"),
+               ("cselab.errors", "TrainingError"), ("cselab.data.corpus", "CorpusError"),
+               ("cselab.train.checkpoint", "CheckpointError"),
                ("cselab.augment.base", "AugmenterUnavailable"), ("cselab.augment.cache", "CacheFileError"),
                ("cselab.augment.cli", "AugmentCliError"), ("cselab.evaluate.formats", "DataFormatError"),
                ("cselab.evaluate.download", "DownloadError"), ("cselab.experiments", "ExperimentError")]
 
 
 def is_user_error(exc: BaseException) -> bool:
-    if isinstance(exc, (FileNotFoundError, KeyError)):
+    if isinstance(exc, FileNotFoundError):
         return True
     classes = [getattr(sys.modules[m], name, None) for m, name in USER_ERRORS if m in sys.modules]
     return isinstance(exc, tuple(c for c in classes if c is not None))
@@ -163,10 +165,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except Exception as exc:
-        if args.verbose or not is_user_error(exc):
+        if args.verbose:
             raise
-        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"cselab {args.command}: error: {message}", file=sys.stderr)
+        if not is_user_error(exc):
+            # A bug, not bad input: the whole traceback, and where to send it.
+            traceback.print_exc()
+            print(f"cselab {args.command}: internal error ({type(exc).__name__}); please report it with the "
+                  f"traceback above", file=sys.stderr)
+            return 1
+        print(f"cselab {args.command}: error: {exc}", file=sys.stderr)
         return 2
 
 

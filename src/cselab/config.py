@@ -101,7 +101,10 @@ class TrainConfig:
     log_steps: int = 10
     save_steps: int = 125
     output_dir: str = "outputs/simcse"
-    num_workers: int = 0
+    # Data-loader worker processes for views, tokenisation and masking; null = auto: 2 when training
+    # on a GPU (the host prepares the next batches while the GPU computes), 0 on a CPU (workers would
+    # take cores from the matmuls).
+    num_workers: int | None = None
     compile: bool = False
     # On a CPU: cheaper dropout masks and reuse of freed memory (train/cpu_speed.py).
     fast_cpu: bool = True
@@ -219,7 +222,8 @@ def validate(config: Config) -> Config:
         ("train.eval_steps", config.train.eval_steps >= 0, "must be >= 0 (0 disables evaluation)"),
         ("train.save_steps", config.train.save_steps >= 0, "must be >= 0 (0 disables checkpoints)"),
         ("train.log_steps", config.train.log_steps >= 1, "must be >= 1"),
-        ("train.num_workers", config.train.num_workers >= 0, "must be >= 0"),
+        ("train.num_workers", config.train.num_workers is None or config.train.num_workers >= 0,
+         "must be >= 0 or null (auto)"),
         ("train.seed", 0 <= config.train.seed < 2**32, "must be in [0, 2**32)"),
         ("views.negative_every", config.views.negative_every >= 1, "must be >= 1"),
         ("views.positive_prob", 0 <= config.views.positive_prob <= 1, "must be in [0, 1]"),

@@ -12,3 +12,10 @@ class ConfigError(ValueError):
 
 class TrainingError(RuntimeError):
     """Training stopped on a fault (a non-finite loss or gradient); the message names the step."""
+
+
+class UnknownNameError(KeyError):
+    """A name (task, split, registry entry, ...) that is not one of the known ones; the message lists them."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""

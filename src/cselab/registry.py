@@ -4,6 +4,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
+from cselab.errors import UnknownNameError
+
 T = TypeVar("T")
 
 
@@ -31,7 +33,7 @@ class Registry(Generic[T]):
             return self._factories[name]
         except KeyError:
             known = ", ".join(sorted(self._factories)) or "(none)"
-            raise KeyError(f"unknown {self.kind} {name!r}; known: {known}") from None
+            raise UnknownNameError(f"unknown {self.kind} {name!r}; known: {known}") from None
 
     def build(self, name: str, **kwargs) -> T:
         return self.get(name)(**kwargs)

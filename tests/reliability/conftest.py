@@ -68,7 +68,7 @@ def metric_records(out_dir: Path) -> list[dict]:
 
 
 # Wall-clock speed differs between any two runs; everything else in a record must match.
-TIMING_KEYS = {"model_tflops", "mfu"}
+TIMING_KEYS = {"model_tflops", "mfu", "window_seconds"}
 
 
 def assert_same_metrics(a: list[dict], b: list[dict], atol: float = 1e-5) -> None:
@@ -126,9 +126,9 @@ CRASHED = "simulated crash"
 @pytest.fixture
 def crash_at(monkeypatch):
     """crash_at(k): the objective raises Crash while computing step k (1-based, as in metrics.jsonl)."""
-    from cselab.train.steps import PlainStep
+    from cselab.train.steps import StepForward
 
-    original = PlainStep.loss
+    original = StepForward.loss
 
     def arm(step: int) -> None:
         def loss(self, embeddings, batch):
@@ -136,10 +136,10 @@ def crash_at(monkeypatch):
                 raise Crash(f"{CRASHED} at step {step}")
             return original(self, embeddings, batch)
 
-        monkeypatch.setattr(PlainStep, "loss", loss)
+        monkeypatch.setattr(StepForward, "loss", loss)
 
     yield arm
-    monkeypatch.setattr(PlainStep, "loss", original)
+    monkeypatch.setattr(StepForward, "loss", original)
 
 
 @pytest.fixture

@@ -18,9 +18,9 @@ from tests.reliability.conftest import load_config_for, model_weights
 @pytest.fixture
 def poison_loss_at(monkeypatch):
     """poison_loss_at(k, value): the loss of step k (1-based) becomes ``value``."""
-    from cselab.train.steps import PlainStep
+    from cselab.train.steps import StepForward
 
-    original = PlainStep.loss
+    original = StepForward.loss
 
     def arm(step: int, value: float) -> None:
         def loss(self, embeddings, batch):
@@ -29,7 +29,7 @@ def poison_loss_at(monkeypatch):
                 value_ = value_ * value  # keeps the graph: the NaN reaches the weights of the running process
             return value_, logs
 
-        monkeypatch.setattr(PlainStep, "loss", loss)
+        monkeypatch.setattr(StepForward, "loss", loss)
 
     return arm
 

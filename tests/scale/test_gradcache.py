@@ -4,7 +4,7 @@ import torch
 from cselab.data.collate import Batch
 from cselab.losses import build_objective
 from cselab.model.encoder import SentenceEncoder
-from cselab.train.steps import GradCacheStep, PlainStep, chunk_rows
+from cselab.train.steps import GradCacheStep, PlainStep, StepForward, chunk_rows
 from tests.conftest import TINY_BERT
 
 BATCH, CHUNK = 512, 32
@@ -22,8 +22,8 @@ def _setup():
     batch = Batch(step=0, num_sentences=BATCH, features=features,
                   roles={"anchor": slice(0, BATCH), "positive": slice(BATCH, 2 * BATCH)})
     objective = build_objective([{"name": "infonce", "temperature": 0.05}])
-    parts = (encoder, torch.nn.Identity(), objective, torch.device("cpu"), "fp32")
-    return encoder, batch, PlainStep(*parts), GradCacheStep(*parts, chunk_size=CHUNK)
+    forward = StepForward(encoder, torch.nn.Identity(), objective, torch.device("cpu"), "fp32")
+    return encoder, batch, PlainStep(forward), GradCacheStep(forward, chunk_size=CHUNK)
 
 
 def _grads(encoder):
@@ -59,7 +59,7 @@ def test_dropout_masks_are_replayed():
     lengths = features["attention_mask"].sum(dim=1)
     pieces = [encoder(chunk_rows(features, start, start + CHUNK, int(lengths[start:start + CHUNK].max())))
               for start in range(0, 2 * BATCH, CHUNK)]
-    reference, _ = plain.loss(torch.cat(pieces), batch)
+    reference, _ = plain.forward.loss(torch.cat(pieces), batch)
     reference.backward()
     assert abs(loss.item() - reference.item()) < 1e-5
     assert _close(grads, _grads(encoder))

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+import torch
 from safetensors.torch import load_file
 
 from tests.conftest import TINY_BERT
@@ -39,3 +40,28 @@ def test_two_processes_train_like_one_process_with_the_global_batch(tmp_path, ti
     # Each process pads to its own longest sentence, so sums differ by float rounding (~1e-7);
     # Adam's normalised update carries that into the weights at a scale of lr x 1e-1 at most.
     assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-5
+
+
+def test_a_two_process_run_resumes_exactly_with_each_process_dropout(tmp_path, tiny_corpus):
+    """Dropout on: each process draws its own masks (seed + rank) and saves its own RNG state in the
+    checkpoint, so a run resumed from step 3 ends with the weights of the uninterrupted run."""
+    import shutil
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CSELAB_CACHE": str(tmp_path / "cache")}
+    out = tmp_path / "run"
+    args = ["train", "--corpus", str(tiny_corpus), "--output-dir", str(out), "--max-steps", "6",
+            "--set", f"model.from_config={json.dumps(TINY_BERT)}", "--set", "optim.batch_size=4",
+            "--set", "train.precision=fp32", "--set", "train.eval_steps=0", "--set", "train.save_steps=3"]
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29543",
+               "-m", "cselab.cli", *args]
+    first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr[-3000:]
+    uninterrupted = load_file(str(out / "model.safetensors"))
+    checkpoints = sorted((out / "checkpoints").glob("step-*"))
+    assert [p.name for p in checkpoints] == ["step-00000003", "step-00000006"]
+    shutil.rmtree(checkpoints[-1])  # as if both processes had been killed after step 5
+    resumed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming from" in resumed.stdout + resumed.stderr
+    again = load_file(str(out / "model.safetensors"))
+    assert all(torch.equal(uninterrupted[k], again[k]) for k in uninterrupted)

@@ -55,10 +55,10 @@ def test_paraphrase_recipe_fits_tfidf_on_the_cached_positives_too(tmp_path, corp
 def test_five_una_steps_put_negatives_in_every_step(tmp_path, tiny_corpus, monkeypatch):
     """negative_every=1: every step encodes anchors, positives and UNA negatives in one forward pass."""
     import cselab.train.loop as loop
-    from cselab.train.steps import PlainStep
+    from cselab.train.steps import StepForward
 
     seen = []
-    original = PlainStep.loss
+    original = StepForward.loss
 
     def spy(self, embeddings, batch):
         negative = batch.roles.get("negative")
@@ -67,7 +67,7 @@ def test_five_una_steps_put_negatives_in_every_step(tmp_path, tiny_corpus, monke
                      else negative.stop - negative.start})
         return original(self, embeddings, batch)
 
-    monkeypatch.setattr(PlainStep, "loss", spy)
+    monkeypatch.setattr(StepForward, "loss", spy)
     config = load_config("una", [f"data.corpus={tiny_corpus}", "optim.batch_size=8", "optim.max_steps=5",
                                  "views.negative_every=1", "train.eval_steps=0", "train.save_steps=0",
                                  "train.precision=fp32", f"train.output_dir={tmp_path / 'run'}"],
@@ -123,16 +123,16 @@ def test_una_paraphrase_trains_on_cached_positives(tmp_path, tiny_corpus, monkey
     cache.write_text("".join(json.dumps({"original": s, "augmented": f"{s} (cached paraphrase)",
                                          "augmentation": "back_translation", "changed": True}) + "\n"
                              for s in sentences), encoding="utf-8")
-    from cselab.train.steps import PlainStep
+    from cselab.train.steps import StepForward
 
     seen = []
-    original = PlainStep.loss
+    original = StepForward.loss
 
     def spy(self, embeddings, batch):
         seen.append(batch.views)
         return original(self, embeddings, batch)
 
-    monkeypatch.setattr(PlainStep, "loss", spy)
+    monkeypatch.setattr(StepForward, "loss", spy)
     config = load_config("una-paraphrase", [
         f"data.corpus={tiny_corpus}", "optim.batch_size=8", "optim.max_steps=2", "views.negative_every=1",
         "train.eval_steps=0", "train.save_steps=0", "train.precision=fp32", f"train.output_dir={tmp_path / 'run'}",

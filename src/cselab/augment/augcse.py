@@ -41,6 +41,7 @@ from cselab.augment import spacy_pipeline
 from cselab.augment.base import AUGMENTERS, AugmenterUnavailable, check_ratio, register_augmenter, sentence_seed
 from cselab.augment.spacy_pipeline import MAX_PARSE_CHARS, SENTENCIZER
 from cselab.augment.tokenize import match_case
+from cselab.errors import UnknownNameError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from spacy.tokens import Doc, Span, Token
@@ -122,7 +123,7 @@ def augcse_set(size: int) -> list[str]:
     load_all()
     missing = [name for name in AUGCSE_SUBSETS[size] if name not in AUGMENTERS]
     if missing:
-        raise KeyError(f"AugCSE {size}-set needs augmenters that are not registered: {', '.join(missing)}")
+        raise UnknownNameError(f"AugCSE {size}-set needs augmenters that are not registered: {', '.join(missing)}")
     return list(AUGCSE_SUBSETS[size])
 
 

@@ -31,7 +31,7 @@ def load_seq2seq(name_or_path: str, device: str = "cpu"):
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
-        model = AutoModelForSeq2SeqLM.from_pretrained(name_or_path)
+        model = AutoModelForSeq2SeqLM.from_pretrained(name_or_path, use_safetensors=True)  # never pickle
     except (OSError, ValueError) as exc:
         raise AugmenterUnavailable(
             f"paraphrase model {name_or_path!r} could not be loaded ({type(exc).__name__}: "
@@ -59,7 +59,7 @@ class Paraphrase:
     def __init__(self, model: str = DEFAULT_MODEL, num_beams: int = 5, num_return_sequences: int = 1,
                  do_sample: bool = False, temperature: float = 1.0, top_k: int = 50, top_p: float = 1.0,
                  max_length: int = 64, batch_size: int = 16, prefix: str = "", pick: str = "first",
-                 device: str = "cpu", generation_kwargs: dict[str, Any] | None = None, progress: bool | None = None):
+                 device: str = "auto", generation_kwargs: dict[str, Any] | None = None, progress: bool | None = None):
         self.model = model
         self.num_beams = check_positive_int(self.name, "num_beams", num_beams, minimum=1)
         self.num_return_sequences = check_positive_int(self.name, "num_return_sequences", num_return_sequences,
@@ -80,10 +80,12 @@ class Paraphrase:
         self.batch_size = check_positive_int(self.name, "batch_size", batch_size, minimum=1)
         self.prefix = prefix
         self.pick = pick
-        self.device = device
+        from cselab.hardware import resolve_device
+
+        self.device = resolve_device(device, f"augmenter {self.name}: device")  # auto: the GPU when there is one
         self.generation_kwargs = dict(generation_kwargs or {})
         self.progress = progress
-        self._tokenizer, self._model = load_seq2seq(model, device)
+        self._tokenizer, self._model = load_seq2seq(model, str(self.device))
 
     def _generate_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"num_beams": self.num_beams, "num_return_sequences": self.num_return_sequences,
@@ -100,7 +102,10 @@ class Paraphrase:
         encoded = tokenizer([self.prefix + s.strip() for s in batch], return_tensors="pt", padding=True,
                             truncation=True, max_length=self.max_length).to(self.device)
         encoded.pop("token_type_ids", None)  # BERT-style tokenizers add it; seq2seq models do not take it
-        with torch.random.fork_rng(devices=[]), torch.inference_mode():
+        # Sampling draws from a generator of its own device, seeded per batch; forking it leaves the
+        # training run's RNG (dropout) exactly where it was, on the CPU and on a GPU.
+        devices = [self.device.index or 0] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices), torch.inference_mode():
             torch.manual_seed(sentence_seed(seed, "\n".join(batch)))
             generated = self._model.generate(**encoded, **self._generate_kwargs())
         texts = [t.strip() for t in tokenizer.batch_decode(generated, skip_special_tokens=True)]

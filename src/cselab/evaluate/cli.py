@@ -27,7 +27,10 @@ def _add_eval(sub) -> None:
     p.add_argument("--markdown", help="write the Markdown tables here (default: the --json path with .md)")
     p.add_argument("--pooler", default="auto",
                    help="pooler: auto (from the model's config), cls, cls_before_pooler, avg, avg_first_last, avg_top2")
-    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32", help="encoding precision")
+    p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"], default="auto",
+                   help="encoding precision; auto: half precision on a GPU, on a CPU bf16 only where it is native "
+                        "and faster, else fp32 (the figures name the precision used)")
+    p.add_argument("--device", default="auto", help="auto (CUDA when present, else CPU), cpu, cuda or cuda:N")
     p.add_argument("--batch-size", type=int, default=128, help="sentences per encoding batch")
     p.add_argument("--max-seq-len", type=int, help="truncate inputs to this many tokens (default: the model's limit, "
                                                     "as SimCSE's evaluation does not truncate)")
@@ -66,7 +69,9 @@ def _run_eval(args) -> int:
     from cselab.evaluate.models import load_model
     from cselab.evaluate.runner import evaluate
     from cselab.evaluate.transfer import ProbeSettings
+    from cselab.hardware import resolve_device
 
+    device = resolve_device(args.device, "--device")
     data_dir = _data_dir(args.data_dir)
     # Fail on bad task names or missing files before loading any model.
     tasks.build(tasks.resolve(args.tasks, args.split), data_dir, args.split,
@@ -75,7 +80,7 @@ def _run_eval(args) -> int:
     results = []
     for name in args.models:
         model = load_model(name, pooler=args.pooler, max_seq_len=args.max_seq_len, precision=args.precision,
-                           batch_size=args.batch_size)
+                           batch_size=args.batch_size, device=device)
         if model.cache_key is None and cache_dir is not None:
             print(f"note: {name} is not a local directory, so its embeddings are not cached", file=sys.stderr)
         model.show_progress = not args.quiet

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cselab.errors import UnknownNameError
 from cselab.evaluate.embeddings import CACHE_FORMAT
 
 FULL_LENGTH_CAP = 512  # SimCSE's evaluation does not truncate; BERT-style models stop at 512 positions
@@ -81,18 +82,27 @@ class LoadedModel:
 
 
 def load_model(name_or_path: str, pooler: str = "auto", max_seq_len: int | None = None,
-               precision: str = "fp32", batch_size: int = 128) -> LoadedModel:
-    """``cselab.load`` with evaluation settings: by default no truncation below the model's own limit."""
+               precision: str = "fp32", batch_size: int = 128, device=None) -> LoadedModel:
+    """``cselab.load`` with evaluation settings: by default no truncation below the model's own limit.
+
+    ``device``: a torch device (default: the CPU); ``precision``: fp32, bf16, fp16, or auto, resolved
+    here for the device (hardware.py), so results and cached embeddings name the precision used.
+    """
+    import torch
+
     import cselab
+    from cselab.hardware import PRECISIONS, choose_precision
     from cselab.model.encoder import resolve_model_path
 
-    if precision not in ("fp32", "bf16"):
-        raise KeyError(f"unknown precision {precision!r}; known: bf16, fp32")
+    if precision not in PRECISIONS:
+        raise UnknownNameError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
+    device = torch.device("cpu") if device is None else torch.device(device)
     resolved = resolve_model_path(name_or_path)
     local = Path(resolved)
     if not local.exists() and (name_or_path.startswith((".", "/", "~")) or Path(name_or_path).suffix):
         raise FileNotFoundError(f"{name_or_path}: model directory not found")
-    encoder = cselab.load(name_or_path, pooler=pooler, max_seq_len=max_seq_len)
+    encoder = cselab.load(name_or_path, pooler=pooler, max_seq_len=max_seq_len).to(device)
+    precision = choose_precision(precision, device, encoder.hidden_size).precision
     if max_seq_len is None:
         encoder.max_seq_len = full_length(encoder)
     return LoadedModel(name=name_or_path, path=str(local.resolve()) if local.exists() else resolved, encoder=encoder,

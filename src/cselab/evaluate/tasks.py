@@ -13,6 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
+from cselab.errors import UnknownNameError
 from cselab.evaluate import formats
 from cselab.evaluate.alignment import alignment, uniformity
 from cselab.evaluate.sts import cosine_rows, pooled_scores, spearman100
@@ -79,9 +80,9 @@ class _Base:
 
     def __init__(self, data_dir: Path, split: str = "test", settings: ProbeSettings | None = None):
         if split not in SPLITS:
-            raise KeyError(f"unknown split {split!r}; known: {', '.join(SPLITS)}")
+            raise UnknownNameError(f"unknown split {split!r}; known: {', '.join(SPLITS)}")
         if split == "dev" and self.name not in DEV_SUPPORTED:
-            raise KeyError(f"{self.name} has no dev split (dev evaluates: {', '.join(sorted(DEV_SUPPORTED))})")
+            raise UnknownNameError(f"{self.name} has no dev split (dev evaluates: {', '.join(sorted(DEV_SUPPORTED))})")
         self.data_dir = Path(data_dir)
         self.split = split
         self.settings = settings or ProbeSettings()
@@ -331,7 +332,7 @@ def canonical_name(name: str) -> str:
 def resolve(spec: str | list[str], split: str = "test") -> list[str]:
     """Task names from groups (sts, transfer, align, all) and/or task names, comma-separated, in order."""
     if split not in SPLITS:
-        raise KeyError(f"unknown split {split!r}; known: {', '.join(SPLITS)}")
+        raise UnknownNameError(f"unknown split {split!r}; known: {', '.join(SPLITS)}")
     items = spec.split(",") if isinstance(spec, str) else [p for s in spec for p in s.split(",")]
     names: list[str] = []
     for item in (i.strip() for i in items if i.strip()):
@@ -344,7 +345,7 @@ def resolve(spec: str | list[str], split: str = "test") -> list[str]:
             chosen = [canonical_name(item)]
         names += [n for n in chosen if n not in names]
     if not names:
-        raise KeyError("no tasks given; use sts, transfer, align, all or task names")
+        raise UnknownNameError("no tasks given; use sts, transfer, align, all or task names")
     return names
 
 

@@ -23,6 +23,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
 from threadpoolctl import threadpool_limits
 
+from cselab.errors import UnknownNameError
+
 SEED = 1111  # SentEval's and SimCSE's default seed
 
 # SentEval's C grids for its sklearn classifier.
@@ -41,7 +43,7 @@ class ProbeSettings:
 
     def __post_init__(self):
         if self.mode not in ("test", "fast"):
-            raise KeyError(f"unknown transfer mode {self.mode!r}; known: fast, test")
+            raise UnknownNameError(f"unknown transfer mode {self.mode!r}; known: fast, test")
 
     @property
     def folds(self) -> int:

@@ -54,10 +54,15 @@ class Objective(nn.Module):
         self.terms = nn.ModuleList(terms)
         self.needs = frozenset().union(*(getattr(term, "needs", INPUT_FIELDS) for term in terms))
 
-    def forward(self, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def forward(self, inputs: LossInputs, processes: int = 1) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The weighted sum of the terms and their logs. With P processes the step multiplies the
+        loss by P (the contrastive terms see the global batch: train/steps.py); a term over this
+        process's own rows only (MLM) is divided by P here, so its gradient is the mean over processes."""
         total, logs = None, {}
         for weight, term in zip(self.weights, self.terms, strict=True):
             loss, term_logs = term(inputs)
+            if processes > 1 and getattr(term, "needs", INPUT_FIELDS) <= {"masked"}:
+                loss = loss / processes
             total = weight * loss if total is None else total + weight * loss
             logs.update(term_logs)
         return total, logs

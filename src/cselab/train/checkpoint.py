@@ -112,8 +112,12 @@ def set_rng_state(tensors: dict[str, torch.Tensor], meta: dict) -> None:
 
 
 def save_checkpoint(directory: Path, step: int, model: torch.nn.Module, optimizer, scheduler,
-                    trainer_state: dict[str, Any], config: dict | None = None) -> Path:
-    """Write ``directory/step-N`` atomically and keep the newest ``KEEP`` checkpoints."""
+                    trainer_state: dict[str, Any], config: dict | None = None,
+                    rank_rng: list[tuple[dict[str, torch.Tensor], dict]] | None = None) -> Path:
+    """Write ``directory/step-N`` atomically and keep the newest ``KEEP`` checkpoints.
+
+    ``rank_rng``: every process's RNG state (:func:`rng_state`), rank order, in a multi-process run
+    (each process draws its own dropout masks); None = this process's."""
     directory.mkdir(parents=True, exist_ok=True)
     final = directory / f"step-{step:08d}"
     tmp = directory / f".step-{step:08d}.tmp"
@@ -122,10 +126,15 @@ def save_checkpoint(directory: Path, step: int, model: torch.nn.Module, optimize
     save_model(model, str(tmp / "model.safetensors"))  # handles tied weights
     opt_tensors, opt_meta = _flatten_optimizer(optimizer.state_dict())
     save_file({k: v.cpu() for k, v in opt_tensors.items()}, str(tmp / "optimizer.safetensors"))
-    rng_tensors, rng_meta = rng_state()
+    ranks = rank_rng or [rng_state()]
+    # Rank 0's tensors keep their plain names (the single-process layout); rank r's are "rankR.NAME".
+    rng_tensors = {(name if r == 0 else f"rank{r}.{name}"): tensor
+                   for r, (tensors, _) in enumerate(ranks) for name, tensor in tensors.items()}
     save_file(rng_tensors, str(tmp / "rng.safetensors"))
-    state = {"step": step, "optimizer": opt_meta, "scheduler": scheduler.state_dict(), "rng": rng_meta,
+    state = {"step": step, "optimizer": opt_meta, "scheduler": scheduler.state_dict(), "rng": ranks[0][1],
              "trainer": trainer_state, "config": config}
+    if len(ranks) > 1:
+        state["rng_ranks"] = [meta for _, meta in ranks]
     (tmp / "state.json").write_text(json.dumps(state))
     files = sorted(p.name for p in tmp.iterdir())
     for name in files:
@@ -198,17 +207,28 @@ def read_state(path: Path) -> dict:
     return json.loads((path / "state.json").read_text())
 
 
-def load_checkpoint(path: Path, model: torch.nn.Module, optimizer, scheduler) -> dict:
-    """Restore model, optimiser, scheduler and RNG states; returns the saved trainer state."""
+def load_checkpoint(path: Path, model: torch.nn.Module, optimizer, scheduler, rank: int = 0) -> dict:
+    """Restore model, optimiser, scheduler and (process ``rank``'s) RNG states; returns the trainer state."""
     state = read_state(path)
     try:
         load_model(model, str(path / "model.safetensors"))  # strict: every key and shape must match
         optimizer_tensors = load_file(str(path / "optimizer.safetensors"))
         optimizer.load_state_dict(_unflatten_optimizer(optimizer_tensors, state["optimizer"]))
         scheduler.load_state_dict(state["scheduler"])
-        set_rng_state(load_file(str(path / "rng.safetensors")), state["rng"])
+        set_rng_state(*_rank_rng(load_file(str(path / "rng.safetensors")), state, rank))
     except (RuntimeError, KeyError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CheckpointError(f"{path}: does not fit this model ({first}); "
                               f"use --no-resume or another train.output_dir") from None
     return {"step": state["step"], **state["trainer"]}
+
+
+def _rank_rng(tensors: dict[str, torch.Tensor], state: dict, rank: int) -> tuple[dict[str, torch.Tensor], dict]:
+    """Process ``rank``'s RNG state from a checkpoint (saved by as many processes as now run)."""
+    if rank == 0:
+        return {k: v for k, v in tensors.items() if not k.startswith("rank")}, state["rng"]
+    metas = state.get("rng_ranks", [])
+    if rank >= len(metas):
+        raise KeyError(f"no RNG state of process {rank}: it was saved by {max(1, len(metas))} process(es)")
+    prefix = f"rank{rank}."
+    return {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}, metas[rank]

@@ -58,3 +58,12 @@ def average_gradients(module: torch.nn.Module) -> None:
         flat /= world_size()
         for g, part in zip(grads, flat.split([g.numel() for g in grads]), strict=True):
             g.copy_(part.view_as(g))
+
+
+def gather_objects(local: object) -> list:
+    """Every process's ``local`` (picklable Python objects and CPU tensors), in rank order."""
+    if world_size() == 1:
+        return [local]
+    gathered = [None] * world_size()
+    dist.all_gather_object(gathered, local)
+    return gathered

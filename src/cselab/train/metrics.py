@@ -48,12 +48,14 @@ class MetricsLog:
         self.bad: torch.Tensor | None = None  # [first non-finite step, 1 = loss / 2 = gradient norm]
         self.started = time.perf_counter()
 
-    def add(self, result: StepResult, grad_norm: torch.Tensor, batch: Batch) -> None:
-        """Account the step just finished (``state.step``); no host synchronisation."""
+    def add(self, result: StepResult, grad_norm: torch.Tensor, batch: Batch, overflow_is_fault: bool = True) -> None:
+        """Account the step just finished (``state.step``); no host synchronisation. Without
+        ``overflow_is_fault`` (fp16's scaler skips such updates) a non-finite gradient is no fault."""
         for name, value in {"loss": result.loss, **result.logs, "grad_norm": grad_norm}.items():
             value = value.detach().float()
             self.sums[name] = value if name not in self.sums else self.sums[name] + value
-        kind = torch.where(torch.isfinite(result.loss), torch.where(torch.isfinite(grad_norm), 0, 2), 1)
+        grad_ok = torch.isfinite(grad_norm) | (not overflow_is_fault)
+        kind = torch.where(torch.isfinite(result.loss), torch.where(grad_ok, 0, 2), 1)
         marked = torch.stack([torch.full_like(kind, self.state.step), kind])
         if self.bad is None:
             self.bad = torch.where(kind > 0, marked, torch.zeros_like(marked))
@@ -90,6 +92,7 @@ class MetricsLog:
         seconds = time.perf_counter() - self.started
         self.state.train_seconds += seconds
         record.update({n: v / self.steps for n, v in zip(names, sums, strict=True)})
+        record["window_steps"], record["window_seconds"] = self.steps, round(seconds, 4)
         record.update(self.throughput.record(seconds))
         self._reset()
         return record

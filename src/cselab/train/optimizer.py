@@ -1,4 +1,5 @@
-"""The optimiser step's parts: AdamW with its schedule, and gradient clipping without a host sync."""
+"""The optimiser update: AdamW with its schedule, gradient clipping without a host sync, and the
+gradient scaler that fp16 training needs on a GPU."""
 from __future__ import annotations
 
 import torch
@@ -38,3 +39,43 @@ def clip_gradients(parameters: list[torch.nn.Parameter], max_norm: float) -> tor
     if max_norm:
         torch.nn.utils.clip_grads_with_norm_(parameters, max_norm, norm)
     return norm
+
+
+class OptimizerStep:
+    """One update after the step's backward: unscale (fp16), clip, AdamW step, schedule, zero_grad.
+
+    With ``scaler`` (fp16 on a GPU), the step's loss is scaled before backward (:meth:`scale`); an
+    update whose gradients overflowed is skipped by the scaler, which lowers its scale: such steps
+    are expected, so their non-finite gradient norm is not a fault (``overflow_is_fault``).
+    """
+
+    def __init__(self, optimizer, scheduler, parameters: list[torch.nn.Parameter], max_norm: float,
+                 scaler: torch.amp.GradScaler | None = None):
+        self.optimizer, self.scheduler, self.parameters = optimizer, scheduler, parameters
+        self.max_norm, self.scaler = max_norm, scaler
+        self.overflow_is_fault = scaler is None
+
+    def scale(self, loss: torch.Tensor) -> torch.Tensor:
+        return loss if self.scaler is None else self.scaler.scale(loss)
+
+    def __call__(self) -> torch.Tensor:
+        """Apply the update; returns the gradients' norm (before clipping), on the device."""
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
+        norm = clip_gradients(self.parameters, self.max_norm)
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return norm
+
+    def lr(self) -> float:
+        return self.scheduler.get_last_lr()[0]
+
+
+def gradient_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler | None:
+    """fp16 autocast on a GPU needs loss scaling (bf16 and fp32 do not)."""
+    return torch.amp.GradScaler(device.type) if precision == "fp16" and device.type == "cuda" else None

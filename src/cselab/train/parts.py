@@ -122,6 +122,8 @@ def plan_steps(corpus, config: Config, processes: int = 1) -> StepPlan:
 def make_loader(parts: RunParts, config: Config, start_step: int, rank: int, processes: int,
                 device: torch.device) -> torch.utils.data.DataLoader:
     workers = config.train.num_workers
+    if workers is None:
+        workers = 2 if device.type == "cuda" else 0
     return torch.utils.data.DataLoader(
         StepDataset(parts.corpus, parts.plan, start_step, rank, processes), batch_size=None, shuffle=False,
         collate_fn=parts.collator, num_workers=workers, persistent_workers=False, worker_init_fn=quiet_worker,

@@ -29,9 +29,14 @@ class RunState:
     sentences_seen: int = 0
     train_seconds: float = 0.0
     corpus_sha256: str | None = None
+    grad_scaler: dict | None = None  # fp16's loss scale and growth tracker
 
     def trainer_dict(self) -> dict:
         return {k: v for k, v in dataclasses.asdict(self).items() if k != "step"}
+
+    def restore_scaler(self, scaler) -> None:
+        if scaler is not None and self.grad_scaler:
+            scaler.load_state_dict(self.grad_scaler)
 
 
 def open_run(out_dir: Path, config: Config, resume: bool, main: bool) -> Path | None:
@@ -60,9 +65,10 @@ def open_run(out_dir: Path, config: Config, resume: bool, main: bool) -> Path | 
     return latest
 
 
-def resume_state(latest: Path, trainable, optimizer, scheduler, fingerprint: str, corpus: str) -> RunState:
-    """Weights, optimiser, scheduler and RNG restored from ``latest``; the run's state returned."""
-    saved = ckpt.load_checkpoint(latest, trainable, optimizer, scheduler)
+def resume_state(latest: Path, trainable, optimizer, scheduler, fingerprint: str, corpus: str,
+                 rank: int = 0) -> RunState:
+    """Weights, optimiser, scheduler and (this process's) RNG restored from ``latest``; the run's state."""
+    saved = ckpt.load_checkpoint(latest, trainable, optimizer, scheduler, rank)
     state = RunState(**{k: v for k, v in saved.items() if k in {f.name for f in dataclasses.fields(RunState)}})
     if state.corpus_sha256 != fingerprint:
         raise ConfigError(f"{corpus}: the corpus changed since checkpoint {latest}; restore it, "

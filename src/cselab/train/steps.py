@@ -20,7 +20,7 @@ from cselab.hardware import autocast
 from cselab.losses import Objective
 from cselab.losses.base import LossInputs, MaskedTokens
 from cselab.model.encoder import SentenceEncoder
-from cselab.train.distributed import gather_inputs
+from cselab.train.distributed import average_gradients, gather_inputs, world_size
 
 
 @dataclass
@@ -33,18 +33,19 @@ class StepStrategy(Protocol):
     def __call__(self, batch: Batch) -> StepResult: ...
 
 
-class PlainStep:
-    """Encode every view of the step at once, compute the objective, back-propagate.
+class StepForward(torch.nn.Module):
+    """The step's forward pass as one module (encoder, head, objective): batch -> (loss, logs).
 
     With P processes, each encodes its share of the global batch and gathers the others' embeddings
-    (``distributed.py``); the loss is multiplied by P to undo the averaging of gradients over
-    processes, so P processes of batch B give the gradients of one batch of P x B.
+    (``distributed.py``), so in-batch negatives span the global batch. Being one module, it is what
+    ``DistributedDataParallel`` wraps.
     """
 
     def __init__(self, encoder: SentenceEncoder, head: torch.nn.Module, objective: Objective, device: torch.device,
-                 precision: str, processes: int = 1):
+                 precision: str):
+        super().__init__()
         self.encoder, self.head, self.objective = encoder, head, objective
-        self.device, self.precision, self.processes = device, precision, processes
+        self.device, self.precision = device, precision
         self.encode_views = bool(objective.needs - {"masked"})
 
     def embed(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -64,7 +65,7 @@ class PlainStep:
                             output_embeddings=self.encoder.input_embeddings())
 
     def loss(self, embeddings: torch.Tensor | None, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        inputs = LossInputs(anchor=None, masked=self.masked_tokens(batch))
+        inputs = LossInputs(masked=self.masked_tokens(batch))
         if embeddings is not None:
             roles = batch.roles
             inputs.anchor, inputs.positive = embeddings[roles["anchor"]], embeddings[roles["positive"]]
@@ -74,35 +75,65 @@ class PlainStep:
                 inputs.label_view = embeddings[roles["label_view"]]
                 inputs.labels = batch.labels.to(self.device, non_blocking=True)
             inputs = gather_inputs(inputs)
-        return self.objective(inputs)
+        return self.objective(inputs, world_size())
 
     def features(self, batch: Batch) -> dict[str, torch.Tensor]:
         return {k: v.to(self.device, non_blocking=True) for k, v in batch.features.items()}
 
-    def __call__(self, batch: Batch) -> StepResult:
+    def forward(self, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         embeddings = self.embed(self.features(batch)) if self.encode_views else None
-        loss, logs = self.loss(embeddings, batch)
-        (loss * self.processes).backward()
+        return self.loss(embeddings, batch)
+
+
+class PlainStep:
+    """Encode every view of the step at once, compute the objective, back-propagate.
+
+    The loss is multiplied by P (processes) to undo the averaging of gradients over processes, so P
+    processes of batch B give the gradients of one batch of P x B. With P > 1 the forward runs under
+    ``DistributedDataParallel``, which averages gradients bucket by bucket while backward still runs.
+    """
+
+    def __init__(self, forward: StepForward, processes: int = 1,
+                 scale: Callable[[torch.Tensor], torch.Tensor] | None = None):
+        self.forward, self.processes = forward, processes
+        self.scale = scale or (lambda loss: loss)  # fp16's loss scaling (optimizer.OptimizerStep.scale)
+        self.model = forward if processes == 1 else distributed_data_parallel(forward)
+
+    def __call__(self, batch: Batch) -> StepResult:
+        loss, logs = self.model(batch)
+        self.scale(loss * self.processes).backward()
         return StepResult(loss.detach(), logs)
 
 
-class GradCacheStep(PlainStep):
+class GradCacheStep:
     """The same gradients as :class:`PlainStep` with one chunk's activations in memory at a time.
 
     1. Encode the rows in chunks without gradient, remembering each chunk's RNG state.
     2. Compute the loss on the detached embeddings and back-propagate to them (and to the terms).
     3. Re-encode each chunk with gradient under its remembered RNG state (the same dropout masks)
        and push that chunk's embedding gradient through the encoder.
+    With P > 1 the gradients are averaged after the last chunk (several backward passes per update
+    do not fit DistributedDataParallel's one forward, one backward).
     """
 
-    def __init__(self, *args, chunk_size: int, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.chunk_size = chunk_size
+    def __init__(self, forward: StepForward, processes: int = 1,
+                 scale: Callable[[torch.Tensor], torch.Tensor] | None = None, *, chunk_size: int):
+        self.forward, self.processes, self.chunk_size = forward, processes, chunk_size
+        self.scale = scale or (lambda loss: loss)
 
     def __call__(self, batch: Batch) -> StepResult:
-        if not self.encode_views:  # nothing to cache: an MLM-only objective
-            return super().__call__(batch)
-        features = self.features(batch)
+        forward = self.forward
+        if not forward.encode_views:  # nothing to cache: an MLM-only objective
+            loss, logs = forward(batch)
+            self.scale(loss * self.processes).backward()
+        else:
+            loss, logs = self.cached_backward(batch)
+        average_gradients(forward)
+        return StepResult(loss.detach(), logs)
+
+    def cached_backward(self, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        forward = self.forward
+        features = forward.features(batch)
         # Each chunk is trimmed to its own longest row; lengths come from the host copy (no device sync).
         lengths = batch.features["attention_mask"].numpy().sum(axis=1)
         bounds = [(start, min(start + self.chunk_size, len(lengths)), int(lengths[start:start + self.chunk_size].max()))
@@ -111,16 +142,17 @@ class GradCacheStep(PlainStep):
         with torch.no_grad():
             for start, stop, length in bounds:
                 states.append(RngState())
-                pieces.append(self.embed(chunk_rows(features, start, stop, length)))
+                pieces.append(forward.embed(chunk_rows(features, start, stop, length)))
         after_first_pass = RngState()
         embeddings = torch.cat(pieces).detach().requires_grad_(True)
-        loss, logs = self.loss(embeddings, batch)
-        (loss * self.processes).backward()  # the terms' own parameters, and the cached embeddings
+        loss, logs = forward.loss(embeddings, batch)
+        # The terms' own parameters, and the cached embeddings (their gradient carries fp16's scale on).
+        self.scale(loss * self.processes).backward()
         for (start, stop, length), state in zip(bounds, states, strict=True):
             state.restore()
-            self.embed(chunk_rows(features, start, stop, length)).backward(embeddings.grad[start:stop])
+            forward.embed(chunk_rows(features, start, stop, length)).backward(embeddings.grad[start:stop])
         after_first_pass.restore()  # later randomness continues as if each chunk ran once
-        return StepResult(loss.detach(), logs)
+        return loss, logs
 
 
 class RngState:
@@ -142,8 +174,18 @@ def chunk_rows(features: dict[str, torch.Tensor], start: int, stop: int, length:
     return {k: v[start:stop, :length] if v.dim() == 2 else v[start:stop] for k, v in features.items()}
 
 
-def choose_step(grad_cache_chunk: int | None) -> Callable[..., StepStrategy]:
-    """The strategy's constructor: GradCache when a chunk size is set, else the plain step."""
+def choose_step(forward: StepForward, grad_cache_chunk: int | None, processes: int = 1,
+                scale: Callable[[torch.Tensor], torch.Tensor] | None = None) -> StepStrategy:
+    """GradCache when a chunk size is set, else the plain step."""
     if grad_cache_chunk:
-        return lambda *args, **kwargs: GradCacheStep(*args, chunk_size=grad_cache_chunk, **kwargs)
-    return PlainStep
+        return GradCacheStep(forward, processes, scale, chunk_size=grad_cache_chunk)
+    return PlainStep(forward, processes, scale)
+
+
+def distributed_data_parallel(module: torch.nn.Module) -> torch.nn.Module:
+    """``module`` under DistributedDataParallel on this process's device (gloo on CPU, NCCL on GPU)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    device = next(module.parameters()).device
+    return DistributedDataParallel(module, device_ids=[device] if device.type == "cuda" else None,
+                                   gradient_as_bucket_view=True)

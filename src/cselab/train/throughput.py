@@ -1,6 +1,8 @@
-"""Hardware efficiency of training: model FLOP/s and their share of the machine's matmul peak (MFU).
+"""Hardware efficiency of training: model FLOP/s and their share of the hardware's peak (MFU).
 
-The training log calls :class:`Throughput` once per log window; nothing here runs per step beyond
+On a GPU the peak is the vendor's dense figure for the precision in use (``GPU_PEAKS``, by device
+name); on a CPU, which has no such figure, it is measured: the highest of short matmul probes. The
+training log calls :class:`Throughput` once per log window; nothing here runs per step beyond
 adding up token counts the collator already counted on the host.
 """
 from __future__ import annotations
@@ -13,6 +15,32 @@ REPROBE_SECONDS = 600.0  # the peak is probed again this often, and sooner when 
 REPROBE_MIN_SECONDS = 120.0  # but not more often than this: a probe costs a second
 _PEAKS: dict = {}  # (dtype, device type) -> (highest probe, when it was last probed)
 
+# Dense tensor-core TFLOP/s from the vendors' data sheets (no sparsity): (bf16/fp16, tf32 for fp32).
+# Matched against torch.cuda.get_device_name() in this order, first fragment found wins.
+GPU_PEAKS = (
+    ("H200", (989.4, 494.7)),
+    ("H100 PCIe", (756.0, 378.0)),
+    ("H100 NVL", (835.5, 417.8)),
+    ("H100", (989.4, 494.7)),  # SXM: "NVIDIA H100 80GB HBM3"
+    ("GH200", (989.4, 494.7)),
+    ("A100", (312.0, 156.0)),
+    ("A10G", (70.0, 35.0)),
+    ("A10", (125.0, 62.5)),
+    ("L40S", (362.1, 183.0)),
+    ("L4", (121.0, 60.0)),
+    ("RTX 4090", (165.2, 82.6)),
+    ("V100", (125.0, 15.7)),  # no bf16 or tf32: fp16 tensor cores, fp32 CUDA cores
+    ("T4", (65.0, 8.1)),
+)
+
+
+def gpu_peak_flops(dtype: torch.dtype, device_name: str) -> float | None:
+    """The vendor's dense peak for ``dtype`` on the named GPU, in FLOP/s; None for an unknown card."""
+    for fragment, (half, tf32) in GPU_PEAKS:
+        if fragment in device_name:
+            return (tf32 if dtype == torch.float32 else half) * 1e12
+    return None
+
 
 def matmul_peak_flops(dtype: torch.dtype = torch.bfloat16, seconds: float = 1.0, size: int = 1024,
                       device: str = "cpu", windows: int = 10) -> float:
@@ -24,6 +52,7 @@ def matmul_peak_flops(dtype: torch.dtype = torch.bfloat16, seconds: float = 1.0,
     """
     # A private generator: probing must not move the global RNG (dropout, resumed runs).
     generator = torch.Generator().manual_seed(0)
+    size = size if device == "cpu" else max(size, 8192)  # a GPU needs large matmuls to approach its peak
     a = torch.randn(size, size, generator=generator).to(device=device, dtype=dtype)
     b = torch.randn(size, size, generator=generator).to(device=device, dtype=dtype)
     for _ in range(3):  # warm up kernels and caches
@@ -78,7 +107,9 @@ class Throughput:
         self.parameters = non_embedding_parameters(model)
         self.dtype, self.device, self.processes = dtype, device, processes
         self.tokens = self.padded = 0
-        measured_peak(dtype, device)  # probed before the first step, not inside a timed window
+        self.vendor_peak = gpu_peak_flops(dtype, torch.cuda.get_device_name()) if device == "cuda" else None
+        if self.vendor_peak is None:
+            measured_peak(dtype, device)  # probed before the first step, not inside a timed window
 
     def add(self, real_tokens: int, padded_tokens: int) -> None:
         self.tokens += real_tokens * self.processes
@@ -90,8 +121,8 @@ class Throughput:
             return {}
         flops = training_flops(self.parameters, self.tokens)
         rate = flops / seconds / self.processes
-        record = {"model_tflops": flops / seconds / 1e12,
-                  "mfu": rate / measured_peak(self.dtype, self.device, achieved=rate),
+        peak = self.vendor_peak or measured_peak(self.dtype, self.device, achieved=rate)
+        record = {"model_tflops": flops / seconds / 1e12, "mfu": rate / peak,
                   "padding": 1 - self.tokens / self.padded}
         self.tokens = self.padded = 0
         return record
