@@ -126,7 +126,6 @@ class Config:
 
 
 CHOICES = {
-    "model.pooler": ("auto", "cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2"),
     "model.mlp": ("auto", "true", "false"),
     "model.unpad": ("auto", "true", "false"),
     "optim.schedule": ("linear", "constant"),
@@ -202,7 +201,9 @@ def _build(cls: type, data: dict, prefix: str = "") -> Any:
 
 def validate(config: Config) -> Config:
     """Reject impossible values; every message names the key and what is allowed."""
-    for key, allowed in CHOICES.items():
+    from cselab.model.poolers import POOLERS
+
+    for key, allowed in {**CHOICES, "model.pooler": ("auto", *POOLERS.names())}.items():
         section, name = key.split(".")
         value = getattr(getattr(config, section), name)
         if value not in allowed:

@@ -15,7 +15,7 @@ import torch
 from cselab.data.masking import MaskedBatch, MlmMasking
 from cselab.data.views import StepViews, ViewBuilder, step_seed
 
-MASKING_ROLE = 5  # step_seed role of the MLM masks (0-4 and 10+ are the views')
+MASKING_ROLE = 5  # step_seed role of the MLM masks (0-4 and 10+ are the views'; 1000 + rank other processes')
 
 
 @dataclass
@@ -32,6 +32,17 @@ class Batch:
     views: StepViews | None = None  # the texts behind the rows (for inspection and tests)
     real_tokens: int = 0
     padded_tokens: int = 0
+
+    def pin_memory(self) -> Batch:
+        """Page-locked tensors (the loader calls this when training on a GPU): the step's copies to the
+        device are then truly asynchronous."""
+        self.features = {k: v.pin_memory() for k, v in self.features.items()}
+        if self.labels is not None:
+            self.labels = self.labels.pin_memory()
+        if self.masked is not None:
+            self.masked = MaskedBatch({k: v.pin_memory() for k, v in self.masked.features.items()},
+                                      self.masked.positions.pin_memory(), self.masked.labels.pin_memory())
+        return self
 
 
 def epoch_order(num_sentences: int, batch_size: int, seed: int, epoch: int,
@@ -119,11 +130,13 @@ class Collator:
     """
 
     def __init__(self, tokenize, view_builder: ViewBuilder, encode_views: bool = True,
-                 masking: MlmMasking | None = None):
+                 masking: MlmMasking | None = None, rank: int = 0):
         self.tokenize = tokenize
         self.view_builder = view_builder
         self.encode_views = encode_views
         self.masking = masking
+        # Each process masks its own rows with its own seed (rank 0 keeps the single-process one).
+        self.masking_role = MASKING_ROLE if rank == 0 else 1000 + rank
 
     def __call__(self, item: tuple[int, list[str]]) -> Batch:
         step, sentences = item
@@ -143,6 +156,6 @@ class Collator:
                 batch.labels = torch.tensor(views.labels)
         if self.masking is not None:
             # The original sentences (CLEAR augments both contrastive views; MLM reads the originals).
-            seed = step_seed(self.view_builder.seed, step, MASKING_ROLE)
+            seed = step_seed(self.view_builder.seed, step, self.masking_role)
             batch.masked = self.masking(dict(self.tokenize(sentences)), seed)
         return batch

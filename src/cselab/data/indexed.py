@@ -51,15 +51,18 @@ def spool(spec: str, column: str | None) -> tuple[Path, CorpusStats]:
     if not (text_file.is_file() and stats_file.is_file()):
         text_file.parent.mkdir(parents=True, exist_ok=True)
         stats = CorpusStats(spec)
-        part = text_file.with_suffix(".part")
+        part = text_file.with_name(f".{text_file.name}.{os.getpid()}.part")  # processes may spool at once
+        stats_part = stats_file.with_name(f".{stats_file.name}.{os.getpid()}.part")
         try:
             with open(part, "w", encoding="utf-8", errors="surrogatepass") as out:
                 for sentence in iter_corpus(spec, column, stats):  # cleaned: no line breaks inside
                     out.write(sentence + "\n")
+            stats_part.write_text(json.dumps(stats.to_dict()))
+            os.replace(stats_part, stats_file)  # the counts first: whoever sees the text sees its counts
             os.replace(part, text_file)
         finally:
             part.unlink(missing_ok=True)
-        stats_file.write_text(json.dumps(stats.to_dict()))
+            stats_part.unlink(missing_ok=True)
     stats = CorpusStats(spec)
     _add_saved_counts(stats, stats_file)
     return text_file, stats
@@ -84,7 +87,8 @@ class IndexedTextCorpus(Sequence[str]):
     def _build(self, index_file: Path, stats_file: Path, progress: bool) -> None:
         index_file.parent.mkdir(parents=True, exist_ok=True)
         stats = CorpusStats(str(self.path))
-        tmp = index_file.with_suffix(".tmp")
+        # Names of this process's own: several processes of one run may build the same index at once.
+        tmp = index_file.with_name(f".{index_file.name}.{os.getpid()}.tmp")
         buffer: list[int] = []
         bar = None
         if progress:
@@ -111,10 +115,14 @@ class IndexedTextCorpus(Sequence[str]):
         if bar is not None:
             bar.close()
         offsets = np.fromfile(tmp, dtype=np.uint64)
-        np.save(index_file.with_suffix(".part.npy"), offsets, allow_pickle=False)
-        os.replace(index_file.with_suffix(".part.npy"), index_file)
+        part = index_file.with_name(f".{index_file.name}.{os.getpid()}.part.npy")
+        np.save(part, offsets, allow_pickle=False)
         tmp.unlink()
-        stats_file.write_text(json.dumps(stats.to_dict()))
+        # The counts first, then the index: whoever sees the index sees its counts too.
+        stats_tmp = stats_file.with_name(f".{stats_file.name}.{os.getpid()}.tmp")
+        stats_tmp.write_text(json.dumps(stats.to_dict()))
+        os.replace(stats_tmp, stats_file)
+        os.replace(part, index_file)
 
     def __len__(self) -> int:
         return len(self.offsets)

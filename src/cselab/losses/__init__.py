@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from cselab.errors import ConfigError
-from cselab.losses.base import INPUT_FIELDS, LossInputs
+from cselab.losses.base import LossInputs, LossTerm
 from cselab.registry import Registry
 
 LOSSES: Registry[nn.Module] = Registry("loss")
@@ -46,13 +46,22 @@ def check_objective(terms: list[dict]) -> None:
 
 
 class Objective(nn.Module):
-    """The weighted sum of a recipe's terms; ``needs`` is every input field some term reads."""
+    """The weighted sum of a recipe's terms; ``needs`` is every input field some term requires."""
 
-    def __init__(self, names: list[str], weights: list[float], terms: list[nn.Module]):
+    def __init__(self, names: list[str], weights: list[float], terms: list[LossTerm]):
         super().__init__()
         self.names, self.weights = names, weights
         self.terms = nn.ModuleList(terms)
-        self.needs = frozenset().union(*(getattr(term, "needs", INPUT_FIELDS) for term in terms))
+        self.needs = frozenset().union(*(term.needs for term in terms))
+
+    @property
+    def encodes_views(self) -> bool:
+        """Whether some term reads the contrastive views' embeddings (MLM alone does not)."""
+        return bool(self.needs - {"masked"})
+
+    def global_terms(self) -> list[LossTerm]:
+        """Terms over the (gathered) global batch, as opposed to each process's own rows (MLM)."""
+        return [term for term in self.terms if not term.needs <= {"masked"}]
 
     def forward(self, inputs: LossInputs, processes: int = 1) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The weighted sum of the terms and their logs. With P processes the step multiplies the
@@ -61,7 +70,7 @@ class Objective(nn.Module):
         total, logs = None, {}
         for weight, term in zip(self.weights, self.terms, strict=True):
             loss, term_logs = term(inputs)
-            if processes > 1 and getattr(term, "needs", INPUT_FIELDS) <= {"masked"}:
+            if processes > 1 and term.needs <= {"masked"}:
                 loss = loss / processes
             total = weight * loss if total is None else total + weight * loss
             logs.update(term_logs)
@@ -75,8 +84,9 @@ def build_objective(terms: list[dict], context: dict | None = None) -> Objective
     for term in terms:
         name, weight, params = _split_term(term)
         accepted = inspect.signature(LOSSES.get(name).__init__).parameters
+        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())  # a wrapper's context
         for key, value in (context or {}).items():
-            if key in accepted and params.get(key) is None and value is not None:
+            if (key in accepted or takes_any) and params.get(key) is None and value is not None:
                 params[key] = value
         names.append(name)
         weights.append(weight)

@@ -3,13 +3,14 @@
 Every term is an ``nn.Module`` whose ``forward(inputs: LossInputs)`` returns ``(loss, logs)``: a
 scalar tensor and a dict of detached scalar tensors to log. Logs stay on the device; the training
 loop reads them back once per log window, so a term never forces the host to wait for the GPU.
-Each term class declares in ``needs`` which fields of ``LossInputs`` it reads; the loop provides
-exactly those (and a recipe that cannot provide them fails before training).
+Each term declares in ``needs`` the fields of ``LossInputs`` it cannot do without (hard negatives
+are read when a step has them); a recipe whose views cannot provide them fails before training, and
+the step computes only what some term reads (no contrastive pass for MLM alone).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import ClassVar, Protocol
+from typing import Protocol
 
 import torch
 
@@ -51,7 +52,9 @@ INPUT_FIELDS = frozenset(f.name for f in fields(LossInputs))
 class LossTerm(Protocol):
     """An objective term: reads the ``needs`` fields of the inputs, returns (loss, detached logs)."""
 
-    needs: ClassVar[frozenset[str]]
+    needs: frozenset[str]
+
+    def parameters(self): ...
 
     def __call__(self, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]: ...
 

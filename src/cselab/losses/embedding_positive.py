@@ -50,7 +50,8 @@ def embedding_positive(anchor: torch.Tensor, positive: torch.Tensor, kind: str, 
 @LOSSES.register("embedding_positive",
                  "wrap a term: positives from Gaussian noise / hard-example inter- or extrapolation")
 class EmbeddingPositiveTerm(nn.Module):
-    def __init__(self, kind: str = "gaussian", strength: float = 0.1, inner: dict | None = None):
+    def __init__(self, kind: str = "gaussian", strength: float = 0.1, inner: dict | None = None, **context):
+        """``context``: what the training loop knows of the model (sizes, ``model_type``), for the inner term."""
         super().__init__()
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
@@ -63,12 +64,14 @@ class EmbeddingPositiveTerm(nn.Module):
         inner.pop("weight", None)  # the wrapper's own weight applies
         if name not in LOSSES:
             raise ValueError(f"inner: unknown loss {name!r} (known: {', '.join(LOSSES.names())})")
+        from cselab.losses import build_objective
+
         try:
-            self.inner = LOSSES.build(name, **inner)
+            self.inner = build_objective([{"name": name, **inner}], context).terms[0]
         except TypeError as exc:
             raise ValueError(f"inner ({name}): {exc}") from None
         self.kind, self.strength = kind, strength
-        self.needs = frozenset({"anchor", "positive"}) | getattr(self.inner, "needs", frozenset())
+        self.needs = frozenset({"anchor", "positive"}) | self.inner.needs
 
     def forward(self, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         positive = embedding_positive(inputs.anchor, inputs.positive, self.kind, self.strength)

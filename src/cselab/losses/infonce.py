@@ -23,7 +23,7 @@ def cosine_matrix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 @LOSSES.register("infonce", "SimCSE InfoNCE: in-batch negatives, optional hard-negative column")
 class InfoNCELoss(nn.Module):
-    needs = frozenset({"anchor", "positive", "negative"})
+    needs = frozenset({"anchor", "positive"})  # and the hard negatives when the step has them
 
     def __init__(self, temperature: float = 0.05, hard_negative_weight: float = 0.0):
         super().__init__()
@@ -39,7 +39,8 @@ class InfoNCELoss(nn.Module):
             negative_logits = cosine_matrix(anchor, inputs.negative) / self.temperature
             m = negative_logits.shape[1]
             bonus = torch.zeros_like(negative_logits)
-            bonus[torch.arange(m), torch.arange(m)] = self.hard_negative_weight
+            diagonal = torch.arange(m, device=bonus.device)
+            bonus[diagonal, diagonal] = self.hard_negative_weight
             logits = torch.cat([logits, negative_logits + bonus], dim=1)
         targets = torch.arange(len(anchor), device=anchor.device)
         loss = F.cross_entropy(logits, targets)

@@ -37,6 +37,9 @@ class MaskedLanguageModelLoss(nn.Module):
         self.probability = probability
         self.mask_replace_prob, self.random_replace_prob = mask_replace_prob, random_replace_prob
         self.hidden_act = hidden_act
+        # The data collator masks with these rates (data/masking.py).
+        self.masking = {"probability": probability, "mask_replace_prob": mask_replace_prob,
+                        "random_replace_prob": random_replace_prob}
         # Sizes left null (a recipe being validated) build no head; training always knows them.
         self.sized = hidden_size is not None and vocab_size is not None
         if self.sized:

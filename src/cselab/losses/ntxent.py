@@ -24,8 +24,6 @@ POSITIVE_ROLES = ("positive", "label_view")
 
 @LOSSES.register("ntxent", "NT-Xent over 2N views (CLEAR/SimCLR); hard negatives as extra columns")
 class NTXentLoss(nn.Module):
-    needs = frozenset({"anchor", "positive", "negative", "label_view"})
-
     def __init__(self, temperature: float = 0.05, intra_view_negatives: bool = True, positive_role: str = "positive"):
         super().__init__()
         if temperature <= 0:
@@ -35,6 +33,7 @@ class NTXentLoss(nn.Module):
         self.temperature = temperature
         self.intra_view_negatives = intra_view_negatives
         self.positive_role = positive_role
+        self.needs = frozenset({"anchor", positive_role})  # and the hard negatives when the step has them
 
     def forward(self, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         anchor = inputs.anchor
@@ -55,6 +54,6 @@ class NTXentLoss(nn.Module):
         if inputs.negative is not None and len(inputs.negative):
             negatives = F.normalize(inputs.negative.float(), dim=-1)
             logits = torch.cat([logits, views @ negatives.T / self.temperature], dim=1)
-        targets = torch.cat([torch.arange(n, 2 * n), torch.arange(0, n)]).to(views.device)
+        targets = torch.arange(2 * n, device=views.device).roll(n)  # view i's twin: i + n, and back
         loss = F.cross_entropy(logits, targets)
         return loss, {"ntxent": loss.detach(), "acc": accuracy(logits, targets)}

@@ -10,11 +10,17 @@ from __future__ import annotations
 
 from cselab.config import Config
 from cselab.data.corpus import corpus_fingerprint
-from cselab.hardware import choose_precision
 from cselab.train.metrics import MetricsLog
 from cselab.train.optimizer import OptimizerStep, gradient_scaler, make_optimizer
 from cselab.train.parts import build_parts, make_loader
-from cselab.train.process import Process, best_model_selection, save_checkpoint, summarize
+from cselab.train.process import (
+    Process,
+    best_model_selection,
+    checkpoint_due,
+    run_precision,
+    save_checkpoint,
+    summarize,
+)
 from cselab.train.run_dir import METRICS, RunState, open_run, resume_state
 from cselab.train.signals import stop_on_signals
 from cselab.train.steps import StepForward, choose_step
@@ -24,9 +30,8 @@ from cselab.train.throughput import Throughput
 def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
     """Train as ``config`` says; returns the run summary (also written to summary.json)."""
     process = Process.start(config)
-    latest = open_run(process.out_dir, config, resume, process.main)
-    process.barrier()
-    parts = build_parts(config, process.device, process.processes)
+    latest = open_run(process, config, resume)
+    parts = build_parts(config, process.device, process.processes, process.rank)
     process.seed_per_rank(config.train.seed)
     optimizer, scheduler = make_optimizer(parts.trainable, config, len(parts.plan))
     state = RunState(corpus_sha256=corpus_fingerprint(parts.corpus))
@@ -34,7 +39,7 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
         state = resume_state(latest, parts.trainable, optimizer, scheduler, state.corpus_sha256, config.data.corpus,
                              process.rank)
         process.say(f"resuming from {latest} (step {state.step} of {len(parts.plan)})")
-    precision = choose_precision(config.train.precision, process.device, parts.encoder.hidden_size)
+    precision = run_precision(process, config, parts.encoder.hidden_size, state)
     update = OptimizerStep(optimizer, scheduler, list(parts.trainable.parameters()), config.optim.max_grad_norm,
                            gradient_scaler(precision.precision, process.device))
     state.restore_scaler(update.scaler)
@@ -47,26 +52,25 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
     loader = make_loader(parts, config, state.step, process.rank, process.processes, process.device)
     parts.trainable.train()
     with stop_on_signals() as stop, metrics:
+        metrics.restart_window()  # the clock starts with the first batch, not with the loader's start-up
         for batch in loader:
             result = step(batch)
             grad_norm = update()
-            state.step, last = batch.step + 1, batch.step + 1 == len(parts.plan)
-            state.sentences_seen += batch.num_sentences * process.processes
+            state.advance(batch.step, batch.num_sentences * process.processes)
+            last, stopping = state.step == len(parts.plan), stop.requested
             metrics.add(result, grad_norm, batch, update.overflow_is_fault)
-            evaluate, save = selector.due(state.step, last), config.train.save_steps and (
-                state.step % config.train.save_steps == 0 or last)
-            if metrics.due(last) or evaluate or save or stop.requested:
+            evaluate, save = selector.due(state.step, last), checkpoint_due(config, state.step, last) or stopping
+            if metrics.due(last) or evaluate or save:
                 record = metrics.close_window(update.lr(), process.advice(precision.precision))
                 if evaluate:
                     record["stsb_dev"] = selector.evaluate(state.step)
-                    parts.trainable.train()
                 metrics.write(record)
-                if save or stop.requested:
+                if last and selector.dev is None and process.main:
+                    parts.encoder.save(process.out_dir)  # no dev set: the last step's model, before its checkpoint
+                if save:
                     save_checkpoint(process, parts, update, state, selector, config)
                 metrics.restart_window()
-            if last and selector.dev is None and process.main:
-                parts.encoder.save(process.out_dir)  # no dev set: the final model is the last step's
-            if stop.requested:
+            if stopping:
                 process.say(f"\n{stop.signal_name}: stopped after step {state.step}; checkpoint saved. "
                             f"Run the same command again to resume.")
                 break

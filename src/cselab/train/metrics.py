@@ -32,7 +32,7 @@ class MetricsLog:
         self._reset()
 
     def __enter__(self) -> MetricsLog:
-        self.file = open(self.path if self.path is not None else os.devnull, "a", encoding="utf-8")  # noqa: SIM115
+        self.file = open(self.path if self.path is not None else os.devnull, "a", encoding="utf-8")
         return self
 
     def __exit__(self, *exc) -> None:
@@ -75,8 +75,6 @@ class MetricsLog:
     def close_window(self, lr: float, advice: str) -> dict:
         """Read the window back (one transfer), check it was finite, and return its record."""
         record: dict = {"step": self.state.step, "lr": lr}
-        if not self.steps:
-            return record
         names = list(self.sums)
         first = self.first if self.first is not None else self.last
         values = torch.cat([torch.stack([*(self.sums[n] for n in names), first.float(), self.last.float()]),

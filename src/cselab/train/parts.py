@@ -36,7 +36,7 @@ class RunParts:
     collator: Collator
 
 
-def build_parts(config: Config, device: torch.device, processes: int = 1) -> RunParts:
+def build_parts(config: Config, device: torch.device, processes: int = 1, rank: int = 0) -> RunParts:
     corpus, stats = read_corpus(config.data.corpus, config.data.column, config.data.max_sentences,
                                 seed=config.train.seed)
     log.info("corpus: %s", stats.summary())
@@ -50,9 +50,9 @@ def build_parts(config: Config, device: torch.device, processes: int = 1) -> Run
     check_views_for(objective, config)
     trainable = torch.nn.ModuleList([encoder, head, *objective.terms]).to(device)
     speed_up(encoder, config, device)
-    masking = next((MlmMasking(encoder.tokenizer, term.probability, term.mask_replace_prob, term.random_replace_prob)
-                    for name, term in zip(objective.names, objective.terms, strict=True) if name == "mlm"), None)
-    collator = Collator(encoder.tokenize, views, encode_views=bool(objective.needs - {"masked"}), masking=masking)
+    rates = next((term.masking for term in objective.terms if "masked" in term.needs), None)
+    masking = None if rates is None else MlmMasking(encoder.tokenizer, **rates)
+    collator = Collator(encoder.tokenize, views, objective.encodes_views, masking, rank)
     return RunParts(corpus, stats, encoder, head, objective, trainable, plan_steps(corpus, config, processes), collator)
 
 
@@ -84,13 +84,14 @@ def term_context(encoder: SentenceEncoder, head: torch.nn.Module, config: Config
 
 
 def check_views_for(objective: Objective, config: Config) -> None:
-    """A term that reads label views needs ``views.label``; its num_labels must fit the list."""
+    """A term that reads label views needs ``views.label``, and its num_labels must fit that list."""
+    labels = len(config.views.label)
     for i, (name, term) in enumerate(zip(objective.names, objective.terms, strict=True)):
-        if name == "discriminator" and not config.views.label:
-            raise ConfigError(f"objective[{i}] (discriminator): needs views.label, a list of augmenters")
-        if name == "discriminator" and term.num_labels != len(config.views.label) + 1:
-            raise ConfigError(f"objective[{i}].num_labels: {term.num_labels} must be len(views.label) + 1 = "
-                              f"{len(config.views.label) + 1}")
+        if term.needs & {"label_view", "labels"} and not labels:
+            raise ConfigError(f"objective[{i}] ({name}): reads label views; set views.label, a list of augmenters")
+        num_labels = getattr(term, "num_labels", None)
+        if labels and num_labels is not None and num_labels != labels + 1:
+            raise ConfigError(f"objective[{i}].num_labels: {num_labels} must be len(views.label) + 1 = {labels + 1}")
 
 
 def speed_up(encoder: SentenceEncoder, config: Config, device: torch.device) -> None:

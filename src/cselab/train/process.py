@@ -12,13 +12,13 @@ import torch
 from cselab.config import Config
 from cselab.errors import TrainingError
 from cselab.evaluate.dev import StsbDev, find_senteval_dir
-from cselab.hardware import PrecisionChoice, resolve_device
+from cselab.hardware import PrecisionChoice, choose_precision, resolve_device
 from cselab.model.encoder import SentenceEncoder
 from cselab.train import checkpoint as ckpt
 from cselab.train.distributed import gather_objects, world_size
 from cselab.train.optimizer import OptimizerStep
 from cselab.train.parts import RunParts
-from cselab.train.run_dir import METRICS, RunState, trim_metrics
+from cselab.train.run_dir import RunState
 from cselab.train.selection import BestModel
 
 
@@ -92,8 +92,24 @@ def best_model_selection(process: Process, config: Config, encoder: SentenceEnco
     selector.best_dev, selector.best_step = state.best_dev, state.best_step
     if process.main and state.step:
         selector.reconcile(state.step)
-        trim_metrics(process.out_dir / METRICS, state.step)
     return selector
+
+
+def run_precision(process: Process, config: Config, hidden_size: int, state: RunState) -> PrecisionChoice:
+    """The run's precision: what ``auto`` chose when the run started (kept on resume), decided by the
+    main process for all of them (a timing probe could differ between processes)."""
+    if config.train.precision == "auto" and state.precision:
+        choice = PrecisionChoice(state.precision, "auto", "chosen when the run started (resumed)")
+    else:
+        choice = gather_objects(choose_precision(config.train.precision, process.device, hidden_size)
+                                if process.main else None)[0]
+    state.precision = choice.precision
+    return choice
+
+
+def checkpoint_due(config: Config, step: int, last: bool) -> bool:
+    every = config.train.save_steps
+    return bool(every) and (step % every == 0 or last)
 
 
 def save_checkpoint(process: Process, parts: RunParts, update: OptimizerStep, state: RunState, selector: BestModel,

@@ -30,6 +30,12 @@ class RunState:
     train_seconds: float = 0.0
     corpus_sha256: str | None = None
     grad_scaler: dict | None = None  # fp16's loss scale and growth tracker
+    precision: str | None = None  # what precision "auto" resolved to: a resumed run keeps it
+
+    def advance(self, batch_step: int, sentences: int) -> None:
+        """Account the step just taken (``batch_step`` is 0-based; ``step`` counts the steps done)."""
+        self.step = batch_step + 1
+        self.sentences_seen += sentences
 
     def trainer_dict(self) -> dict:
         return {k: v for k, v in dataclasses.asdict(self).items() if k != "step"}
@@ -39,15 +45,23 @@ class RunState:
             scaler.load_state_dict(self.grad_scaler)
 
 
-def open_run(out_dir: Path, config: Config, resume: bool, main: bool) -> Path | None:
+def open_run(process, config: Config, resume: bool) -> Path | None:
     """The checkpoint to resume from (None = start over), after checking it belongs to this config.
 
     Starting over clears the directory's old checkpoints and metrics, so a later resume can never
-    pick up a checkpoint of an earlier, different run. Only the main process writes.
+    pick up a checkpoint of an earlier, different run; resuming cuts the metrics back to the
+    checkpoint's step. Only the main process writes (and sets broken checkpoints aside); the others
+    look for the checkpoint after it, and find the same one.
     """
+    latest = _open_run(process.out_dir, config, resume) if process.main else None
+    process.barrier()
+    if not process.main and resume:
+        latest = ckpt.latest_valid_checkpoint(process.out_dir / "checkpoints")
+    return latest
+
+
+def _open_run(out_dir: Path, config: Config, resume: bool) -> Path | None:
     checkpoint_dir = out_dir / "checkpoints"
-    if not main:
-        return ckpt.latest_valid_checkpoint(checkpoint_dir) if resume else None
     out_dir.mkdir(parents=True, exist_ok=True)
     latest = ckpt.latest_valid_checkpoint(checkpoint_dir) if resume else None
     if latest is None:
@@ -61,6 +75,7 @@ def open_run(out_dir: Path, config: Config, resume: bool, main: bool) -> Path | 
             raise ConfigError(f"{out_dir}: its checkpoint {latest.name} was made with a different "
                               f"{', '.join(differing)}; run with the same settings to resume, or pass --no-resume "
                               f"(or another train.output_dir) to start over")
+        trim_metrics(out_dir / METRICS, ckpt.checkpoint_step(latest))
     ckpt.write_json_atomic(out_dir / RUN_CONFIG, config.to_dict())
     return latest
 

@@ -46,7 +46,15 @@ class StepForward(torch.nn.Module):
         super().__init__()
         self.encoder, self.head, self.objective = encoder, head, objective
         self.device, self.precision = device, precision
-        self.encode_views = bool(objective.needs - {"masked"})
+        self.encode_views = objective.encodes_views
+        processes = world_size()
+        if processes > 1:
+            # A term over the gathered global batch computes the same loss, and so the same gradient
+            # for its own parameters, on every process; x P (the step's scale) then averaging over
+            # processes would give them P times their gradient. Per-process terms (MLM) are exact already.
+            for term in objective.global_terms():
+                for parameter in term.parameters():
+                    parameter.register_hook(lambda grad, p=processes: grad / p)
 
     def embed(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
         with autocast(self.device, self.precision):
@@ -60,7 +68,8 @@ class StepForward(torch.nn.Module):
         features = {k: v.to(self.device, non_blocking=True) for k, v in masked.features.items()}
         with autocast(self.device, self.precision):
             states = self.encoder.token_states(features)
-        hidden = states.reshape(-1, states.shape[-1]).index_select(0, masked.positions.to(self.device))
+        positions = masked.positions.to(self.device, non_blocking=True)
+        hidden = states.reshape(-1, states.shape[-1]).index_select(0, positions)
         return MaskedTokens(hidden=hidden, labels=masked.labels.to(self.device, non_blocking=True),
                             output_embeddings=self.encoder.input_embeddings())
 
@@ -143,15 +152,15 @@ class GradCacheStep:
             for start, stop, length in bounds:
                 states.append(RngState())
                 pieces.append(forward.embed(chunk_rows(features, start, stop, length)))
-        after_first_pass = RngState()
         embeddings = torch.cat(pieces).detach().requires_grad_(True)
         loss, logs = forward.loss(embeddings, batch)
         # The terms' own parameters, and the cached embeddings (their gradient carries fp16's scale on).
         self.scale(loss * self.processes).backward()
+        after_loss = RngState()  # the loss may draw too (MLM pass, discriminator dropout): not replayed
         for (start, stop, length), state in zip(bounds, states, strict=True):
             state.restore()
             forward.embed(chunk_rows(features, start, stop, length)).backward(embeddings.grad[start:stop])
-        after_first_pass.restore()  # later randomness continues as if each chunk ran once
+        after_loss.restore()  # later randomness continues as if each chunk ran once
         return loss, logs
 
 

@@ -118,6 +118,7 @@ class Throughput:
     def record(self, seconds: float) -> dict[str, float]:
         """The window's figures; the counts start again."""
         if not self.padded or seconds <= 0:
+            self.tokens = self.padded = 0
             return {}
         flops = training_flops(self.parameters, self.tokens)
         rate = flops / seconds / self.processes
