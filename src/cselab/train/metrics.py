@@ -99,7 +99,7 @@ class MetricsLog:
         self.file.write(json.dumps(record) + "\n")
         self.file.flush()
         if self.bar is not None and "loss" in record:
-            shown = {"loss": f"{record['loss']:.4f}"}
+            shown = {"loss": f"{record['loss']:.4g}"}
             if "stsb_dev" in record:
                 shown["dev"] = f"{record['stsb_dev']:.2f}"
             self.bar.set_postfix(**shown)
