@@ -48,7 +48,9 @@ class DataConfig:
     # A file (txt, txt.gz, csv, tsv, jsonl), "hf:NAME[:SPLIT]", or "builtin:wordnet-glosses".
     corpus: str = "builtin:wordnet-glosses"
     column: str | None = None
-    max_sentences: int | None = 20000
+    # A cap on the sentences trained on (a seeded sample); null = all. The builtin corpus alone is
+    # capped by default (BUILTIN_CAP in data/indexed.py): a user's corpus is never cut silently.
+    max_sentences: int | None = None
     # SentEval-layout directory for STS-B dev evaluation; auto-detected when None.
     dev_dir: str | None = None
     # Sort each window of k batches by length before batching (less padding); 0 turns it off.
@@ -157,6 +159,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         if not isinstance(value, dict):
             raise ConfigError(f"{key}: expected a mapping, got {type(value).__name__}")
         return _build(tp, value, key)
+    if tp in (float, int) and isinstance(value, str):
+        value = _number(value, key)  # YAML 1.1 reads 1e3 and 1e-5 as strings
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{key}: expected a number, got {value!r}")
@@ -185,6 +189,15 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             raise ConfigError(f"{key}: expected a {_type_name(base)}, got {value!r}")
         return value
     return value
+
+
+def _number(text: str, key: str) -> float | int | str:
+    """A number written as text ("1e3", "3.0e-5"), or the text unchanged (then rejected by the caller)."""
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return int(number) if number.is_integer() and not any(c in text for c in ".eE") else number
 
 
 def _build(cls: type, data: dict, prefix: str = "") -> Any:
@@ -327,12 +340,29 @@ def list_recipes() -> list[str]:
     return sorted(p.stem for p in RECIPE_DIR.glob("*.yaml"))
 
 
+def refuse_aliases(text: str, source: str) -> None:
+    """No YAML aliases: an alias bomb (a few lines that expand to gigabytes) is refused while
+    parsing, in time and memory linear in the text. Malformed YAML is left to the loader."""
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.AliasEvent):
+                raise ConfigError(f"{source}: YAML aliases (*{event.anchor}) are not allowed; write the value out")
+    except yaml.YAMLError:
+        pass
+
+
+def safe_yaml(text: str, source: str):
+    """``yaml.safe_load`` of a recipe, aliases refused; one-line errors naming ``source``."""
+    refuse_aliases(text, source)
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: invalid YAML: {str(exc).splitlines()[0]}") from None
+
+
 def _read_recipe(recipe: str, seen: tuple = ()) -> dict:
     path = recipe_path(recipe)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"recipe {path}: invalid YAML: {str(exc).splitlines()[0]}") from None
+    data = safe_yaml(path.read_text(encoding="utf-8"), f"recipe {path}") or {}
     if not isinstance(data, dict):
         raise ConfigError(f"recipe {path}: top level must be a mapping")
     parent = data.pop("inherit", None)
@@ -340,6 +370,8 @@ def _read_recipe(recipe: str, seen: tuple = ()) -> dict:
         return data
     if not isinstance(parent, str):
         raise ConfigError(f"recipe {path}: inherit: expected a recipe name or path, got {parent!r}")
+    if Path(parent).suffix in (".yaml", ".yml") and not Path(parent).is_absolute():
+        parent = str(path.parent / parent)  # a recipe file's parent file is found next to it
     if parent in seen:
         raise ConfigError(f"recipe {path}: circular inherit of {parent!r}")
     merged = _read_recipe(parent, seen + (recipe,))
@@ -359,6 +391,7 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     if "=" not in item:
         raise ConfigError(f"--set {item!r}: expected key=value, e.g. optim.lr=1e-5")
     key, raw = item.split("=", 1)
+    refuse_aliases(raw, f"--set {key.strip()}")
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:

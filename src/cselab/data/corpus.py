@@ -46,6 +46,14 @@ class CorpusStats:
             parts.append("cleaned: " + ", ".join(f"{k} {v}" for k, v in sorted(self.cleaned.items())))
         return "; ".join(parts)
 
+    def sample_note(self) -> str | None:
+        """The line printed before training when a cap left sentences out (never silently)."""
+        left_out = self.skipped.get("over_max_sentences", 0)
+        if not left_out:
+            return None
+        return (f"corpus: training on a seeded sample of {self.kept} of {self.kept + left_out} sentences of "
+                f"{self.source} (data.max_sentences; --set data.max_sentences=null for all)")
+
     def to_dict(self) -> dict:
         return {"source": self.source, "kept": self.kept, "skipped": dict(self.skipped), "cleaned": dict(self.cleaned)}
 

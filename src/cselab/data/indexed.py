@@ -174,6 +174,9 @@ def _is_plain_text_file(spec: str) -> bool:
             and not path.name.endswith((".gz", ".csv", ".tsv", ".jsonl")))
 
 
+BUILTIN_CAP = 20_000  # the builtin corpus's default size: enough for a short, meaningful first run
+
+
 def read_corpus(spec: str, column: str | None = None, max_sentences: int | None = None,
                 seed: int = 0) -> tuple[Sequence[str], CorpusStats]:
     """All cleaned sentences (a seeded sample of ``max_sentences`` when the corpus is larger).
@@ -191,6 +194,8 @@ def read_corpus(spec: str, column: str | None = None, max_sentences: int | None 
             sentences = IndexedTextCorpus(text_file)  # counts are the source's, not the spooled file's
     except OSError as exc:
         raise CorpusError(f"{spec}: cannot read ({exc.strerror or exc})") from None
+    if max_sentences is None and spec.startswith("builtin:"):
+        max_sentences = BUILTIN_CAP  # only the builtin corpus is capped by default; a user's never is
     if max_sentences is not None and len(sentences) > max_sentences:
         rng = random.Random(seed)
         keep = sorted(rng.sample(range(len(sentences)), max_sentences))

@@ -32,6 +32,8 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
     process = Process.start(config)
     latest = open_run(process, config, resume)
     parts = build_parts(config, process.device, process.processes, process.rank)
+    if note := parts.corpus_stats.sample_note():
+        process.say(note)
     process.seed_per_rank(config.train.seed)
     optimizer, scheduler = make_optimizer(parts.trainable, config, len(parts.plan))
     state = RunState(corpus_sha256=corpus_fingerprint(parts.corpus))
