@@ -68,6 +68,26 @@ def spool(spec: str, column: str | None) -> tuple[Path, CorpusStats]:
     return text_file, stats
 
 
+def content_digest(path: Path) -> str:
+    """SHA-256 of the file's bytes, computed once per file version (path, size, mtime) and cached."""
+    info = path.stat()
+    key = hashlib.sha256(f"{path.resolve()}|{info.st_size}|{info.st_mtime_ns}".encode()).hexdigest()[:24]
+    cached = _cache_dir("digests") / f"{key}.sha256"
+    try:
+        return cached.read_text(encoding="ascii").strip()
+    except OSError:
+        pass
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    part = cached.with_name(f".{cached.name}.{os.getpid()}.part")
+    part.write_text(digest.hexdigest(), encoding="ascii")
+    os.replace(part, cached)
+    return digest.hexdigest()
+
+
 class IndexedTextCorpus(Sequence[str]):
     """A read-only sequence of the cleaned, non-empty lines of a UTF-8 text file."""
 
@@ -145,9 +165,9 @@ class IndexedTextCorpus(Sequence[str]):
         return ends - self.offsets.astype(np.int64)
 
     def fingerprint(self) -> str:
-        """Identity of the file version and of the kept lines, without reading every line."""
-        info = self.path.stat()
-        digest = hashlib.sha256(f"{self.path.resolve()}|{info.st_size}|{info.st_mtime_ns}".encode())
+        """Identity of the file's content and of the kept lines (a sample keeps fewer): touching or
+        moving the file keeps it, editing it changes it."""
+        digest = hashlib.sha256(f"{self.path.stat().st_size}|{content_digest(self.path)}".encode())
         digest.update(np.ascontiguousarray(self.offsets).tobytes())
         return digest.hexdigest()
 

@@ -9,7 +9,6 @@ logs a window, ``selection`` keeps the best model, ``run_dir`` and ``checkpoint`
 from __future__ import annotations
 
 from cselab.config import Config
-from cselab.data.corpus import corpus_fingerprint
 from cselab.train.metrics import MetricsLog
 from cselab.train.optimizer import OptimizerStep, gradient_scaler, make_optimizer
 from cselab.train.parts import build_parts, make_loader
@@ -19,9 +18,10 @@ from cselab.train.process import (
     checkpoint_due,
     run_precision,
     save_checkpoint,
+    start_or_resume,
     summarize,
 )
-from cselab.train.run_dir import METRICS, RunState, open_run, resume_state
+from cselab.train.run_dir import METRICS, open_run
 from cselab.train.signals import stop_on_signals
 from cselab.train.steps import StepForward, choose_step
 from cselab.train.throughput import Throughput
@@ -30,50 +30,46 @@ from cselab.train.throughput import Throughput
 def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
     """Train as ``config`` says; returns the run summary (also written to summary.json)."""
     process = Process.start(config)
-    latest = open_run(process, config, resume)
-    parts = build_parts(config, process.device, process.processes, process.rank)
-    if note := parts.corpus_stats.sample_note():
-        process.say(note)
-    process.seed_per_rank(config.train.seed)
-    optimizer, scheduler = make_optimizer(parts.trainable, config, len(parts.plan))
-    state = RunState(corpus_sha256=corpus_fingerprint(parts.corpus))
-    if latest is not None:
-        state = resume_state(latest, parts.trainable, optimizer, scheduler, state.corpus_sha256, config.data.corpus,
-                             process.rank)
-        process.say(f"resuming from {latest} (step {state.step} of {len(parts.plan)})")
-    precision = run_precision(process, config, parts.encoder.hidden_size, state)
-    update = OptimizerStep(optimizer, scheduler, list(parts.trainable.parameters()), config.optim.max_grad_norm,
-                           gradient_scaler(precision.precision, process.device))
-    state.restore_scaler(update.scaler)
-    forward = StepForward(parts.encoder, parts.head, parts.objective, process.device, precision.precision)
-    step = choose_step(forward, config.optim.grad_cache_chunk, process.processes, update.scale)
-    selector = best_model_selection(process, config, parts.encoder, precision.precision, state)
-    metrics = MetricsLog(process.out_dir / METRICS if process.main else None, state, config.train.log_steps,
-                         Throughput(parts.encoder, precision.dtype, process.device.type, process.processes),
-                         process.progress_bar(config.recipe, len(parts.plan), state.step) if progress else None)
-    loader = make_loader(parts, config, state.step, process.rank, process.processes, process.device)
-    parts.trainable.train()
-    with stop_on_signals() as stop, metrics:
-        metrics.restart_window()  # the clock starts with the first batch, not with the loader's start-up
-        for batch in loader:
-            result = step(batch)
-            grad_norm = update()
-            state.advance(batch.step, batch.num_sentences * process.processes)
-            last, stopping = state.step == len(parts.plan), stop.requested
-            metrics.add(result, grad_norm, batch, update.overflow_is_fault)
-            evaluate, save = selector.due(state.step, last), checkpoint_due(config, state.step, last) or stopping
-            if metrics.due(last) or evaluate or save:
-                record = metrics.close_window(update.lr(), process.advice(precision.precision))
-                if evaluate:
-                    record["stsb_dev"] = selector.evaluate(state.step)
-                metrics.write(record)
-                if last and selector.dev is None and process.main:
-                    parts.encoder.save(process.out_dir)  # no dev set: the last step's model, before its checkpoint
-                if save:
-                    save_checkpoint(process, parts, update, state, selector, config)
-                metrics.restart_window()
-            if stopping:
-                process.say(f"\n{stop.signal_name}: stopped after step {state.step}; checkpoint saved. "
-                            f"Run the same command again to resume.")
-                break
-    return summarize(process, config, parts, state, selector, precision)
+    with open_run(process, config, resume) as latest:
+        parts = build_parts(config, process.device, process.processes, process.rank)
+        if note := parts.corpus_stats.sample_note():
+            process.say(note)
+        process.seed_per_rank(config.train.seed)
+        optimizer, scheduler = make_optimizer(parts.trainable, config, len(parts.plan))
+        state = start_or_resume(process, latest, parts, optimizer, scheduler, config)
+        precision = run_precision(process, config, parts.encoder.hidden_size, state)
+        update = OptimizerStep(optimizer, scheduler, list(parts.trainable.parameters()), config.optim.max_grad_norm,
+                               gradient_scaler(precision.precision, process.device))
+        state.restore_scaler(update.scaler)
+        forward = StepForward(parts.encoder, parts.head, parts.objective, process.device, precision.precision)
+        step = choose_step(forward, config.optim.grad_cache_chunk, process.processes, update.scale)
+        selector = best_model_selection(process, config, parts.encoder, precision.precision, state)
+        metrics = MetricsLog(process.out_dir / METRICS if process.main else None, state, config.train.log_steps,
+                             Throughput(parts.encoder, precision.dtype, process.device.type, process.processes),
+                             process.progress_bar(config.recipe, len(parts.plan), state.step) if progress else None)
+        loader = make_loader(parts, config, state.step, process.rank, process.processes, process.device)
+        parts.trainable.train()
+        with stop_on_signals() as stop, metrics:
+            metrics.restart_window()  # the clock starts with the first batch, not with the loader's start-up
+            for batch in loader:
+                result = step(batch)
+                grad_norm = update()
+                state.advance(batch.step, batch.num_sentences * process.processes)
+                last, stopping = state.step == len(parts.plan), stop.requested
+                metrics.add(result, grad_norm, batch, update.overflow_is_fault)
+                evaluate, save = selector.due(state.step, last), checkpoint_due(config, state.step, last) or stopping
+                if metrics.due(last) or evaluate or save:
+                    record = metrics.close_window(update.lr(), process.advice(precision.precision))
+                    if evaluate:
+                        record["stsb_dev"] = selector.evaluate(state.step)
+                    metrics.write(record)
+                    if last and selector.dev is None and process.main:  # no dev set: the final model is the last
+                        parts.encoder.save(process.out_dir)  # step's, written before its checkpoint
+                    if save:
+                        save_checkpoint(process, parts, update, state, selector, config)
+                    metrics.restart_window()
+                if stopping:
+                    process.say(f"\n{stop.signal_name}: stopped after step {state.step}; checkpoint saved. "
+                                f"Run the same command again to resume.")
+                    break
+        return summarize(process, config, parts, state, selector, precision)

@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from cselab.config import Config
+from cselab.data.corpus import corpus_fingerprint
 from cselab.errors import TrainingError
 from cselab.evaluate.dev import StsbDev, find_senteval_dir
 from cselab.hardware import PrecisionChoice, choose_precision, resolve_device
@@ -18,7 +19,7 @@ from cselab.train import checkpoint as ckpt
 from cselab.train.distributed import gather_objects, world_size
 from cselab.train.optimizer import OptimizerStep
 from cselab.train.parts import RunParts
-from cselab.train.run_dir import RunState
+from cselab.train.run_dir import RunState, resume_state
 from cselab.train.selection import BestModel
 
 
@@ -93,6 +94,17 @@ def best_model_selection(process: Process, config: Config, encoder: SentenceEnco
     if process.main and state.step:
         selector.reconcile(state.step)
     return selector
+
+
+def start_or_resume(process: Process, latest: Path | None, parts: RunParts, optimizer, scheduler,
+                    config: Config) -> RunState:
+    """A fresh run's state, or the state of the checkpoint ``latest`` with everything restored."""
+    fingerprint = corpus_fingerprint(parts.corpus)
+    if latest is None:
+        return RunState(corpus_sha256=fingerprint)
+    state = resume_state(latest, parts.trainable, optimizer, scheduler, fingerprint, config.data.corpus, process.rank)
+    process.say(f"resuming from {latest} (step {state.step} of {len(parts.plan)})")
+    return state
 
 
 def run_precision(process: Process, config: Config, hidden_size: int, state: RunState) -> PrecisionChoice:

@@ -1,10 +1,15 @@
-"""A run's output directory: its resolved config, its resume point and the state a checkpoint carries."""
+"""A run's output directory: its lock, its resolved config, its resume point and the state a
+checkpoint carries."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import shutil
+import socket
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +20,7 @@ from cselab.train.selection import BEST_MODEL
 
 RUN_CONFIG = "train_config.json"  # the resolved recipe (config.json is the saved model's own)
 METRICS = "metrics.jsonl"
+LOCK = ".cselab-train.lock"
 
 
 @dataclass
@@ -45,19 +51,77 @@ class RunState:
             scaler.load_state_dict(self.grad_scaler)
 
 
-def open_run(process, config: Config, resume: bool) -> Path | None:
-    """The checkpoint to resume from (None = start over), after checking it belongs to this config.
+@contextlib.contextmanager
+def open_run(process, config: Config, resume: bool) -> Iterator[Path | None]:
+    """The output directory, locked while the run lasts; yields the checkpoint to resume from
+    (None = start over), after checking it belongs to this config.
 
     Starting over clears the directory's old checkpoints and metrics, so a later resume can never
     pick up a checkpoint of an earlier, different run; resuming cuts the metrics back to the
     checkpoint's step. Only the main process writes (and sets broken checkpoints aside); the others
-    look for the checkpoint after it, and find the same one.
+    look for the checkpoint after it, and find the same one. A run that fails before its first
+    checkpoint removes the directory if it created it.
     """
-    latest = _open_run(process.out_dir, config, resume) if process.main else None
-    process.barrier()
-    if not process.main and resume:
-        latest = ckpt.latest_valid_checkpoint(process.out_dir / "checkpoints")
-    return latest
+    out_dir = process.out_dir
+    created = process.main and not out_dir.exists()
+    try:
+        with output_lock(out_dir) if process.main else contextlib.nullcontext():
+            latest = _open_run(out_dir, config, resume) if process.main else None
+            process.barrier()
+            if not process.main and resume:
+                latest = ckpt.latest_valid_checkpoint(out_dir / "checkpoints")
+            yield latest
+    except BaseException:
+        if created and not ckpt.list_checkpoints(out_dir / "checkpoints"):
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+
+
+@contextlib.contextmanager
+def output_lock(out_dir: Path) -> Iterator[None]:
+    """``OUT_DIR/.cselab-train.lock`` (pid, host, start time) while the block runs: a second run on
+    the same directory is refused, naming the holder; a lock whose process has died is taken over."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / LOCK
+    mine = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    while True:
+        try:
+            with open(path, "x", encoding="utf-8") as handle:
+                json.dump(mine, handle)
+            break
+        except FileExistsError:
+            holder = _lock_holder(path)
+            if holder is not None and not _is_stale(holder):
+                who = f"pid {holder.get('pid')} on {holder.get('host')}, since {holder.get('started')}"
+                raise ConfigError(f"{out_dir}: another training run is using this directory ({who}); wait for it, "
+                                  f"use another train.output_dir, or delete {path} if that run is gone") from None
+            path.unlink(missing_ok=True)  # a dead run's lock (or an unreadable one): taken over
+    try:
+        yield
+    finally:
+        if _lock_holder(path) == mine:
+            path.unlink(missing_ok=True)
+
+
+def _lock_holder(path: Path) -> dict | None:
+    try:
+        holder = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return holder if isinstance(holder, dict) else None
+
+
+def _is_stale(holder: dict) -> bool:
+    """The lock's process is gone (only knowable on this host; another host's lock is kept)."""
+    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
+        return False
+    try:
+        os.kill(holder["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 def _open_run(out_dir: Path, config: Config, resume: bool) -> Path | None:
