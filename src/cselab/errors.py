@@ -14,6 +14,10 @@ class TrainingError(RuntimeError):
     """Training stopped on a fault (a non-finite loss or gradient); the message names the step."""
 
 
+class UnsafeModelError(ValueError):
+    """A model directory with pickled weights only (``pytorch_model.bin``): cselab loads safetensors only."""
+
+
 class UnknownNameError(KeyError):
     """A name (task, split, registry entry, ...) that is not one of the known ones; the message lists them."""
 

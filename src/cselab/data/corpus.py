@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import gzip
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -96,12 +97,41 @@ def _decode(raw: bytes, stats: CorpusStats) -> str:
         return raw.decode("utf-8", errors="replace")
 
 
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def is_utf16(path: Path) -> bool:
+    """Whether the (decompressed) file starts with a UTF-16 byte-order mark (Windows' "Unicode")."""
+    try:
+        with _open_binary(path) as handle:
+            return handle.read(2) in UTF16_BOMS
+    except (OSError, EOFError, zlib.error):
+        return False
+
+
+def _utf16_lines(handle) -> Iterator[bytes]:
+    """The lines of a UTF-16 stream as UTF-8 bytes, decoded block by block (memory stays flat)."""
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-16")(errors="replace")  # the BOM gives the byte order
+    pending = b""
+    for block in itertools.chain(iter(lambda: handle.read(1 << 16), b""), [None]):  # None: the end
+        pending += (decoder.decode(block) if block is not None else decoder.decode(b"", final=True)).encode("utf-8")
+        *lines, pending = pending.split(b"\n")
+        yield from (line + b"\n" for line in lines)
+    if pending:
+        yield pending
+
+
 def _raw_lines(path: Path) -> Iterator[bytes]:
-    """Byte lines split at \\n, \\r\\n and a lone \\r (old Mac); a broken gzip stream is a CorpusError."""
+    """Byte lines split at \\n, \\r\\n and a lone \\r (old Mac); a broken gzip stream is a CorpusError.
+    A file that starts with a UTF-16 byte-order mark is decoded as UTF-16 and read as UTF-8."""
     number = 0
     try:
         with _open_binary(path) as handle:
-            for chunk in handle:
+            utf16 = handle.read(2) in UTF16_BOMS
+            handle.seek(0)
+            for chunk in _utf16_lines(handle) if utf16 else handle:
                 for piece in chunk.removesuffix(b"\n").removesuffix(b"\r").split(b"\r"):
                     number += 1
                     yield piece

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cselab.data.corpus import CorpusError, CorpusStats, _decode, clean_line, iter_corpus
+from cselab.data.corpus import CorpusError, CorpusStats, _decode, clean_line, is_utf16, iter_corpus
 
 
 def _cache_dir(kind: str = "line-index") -> Path:
@@ -189,9 +189,10 @@ class IndexedTextCorpus(Sequence[str]):
 
 
 def _is_plain_text_file(spec: str) -> bool:
+    """UTF-8 text read in place through the line index; anything else (UTF-16 too) is spooled first."""
     path = Path(os.path.expanduser(spec))
     return (not spec.startswith(("builtin:", "hf:")) and path.is_file()
-            and not path.name.endswith((".gz", ".csv", ".tsv", ".jsonl")))
+            and not path.name.endswith((".gz", ".csv", ".tsv", ".jsonl")) and not is_utf16(path))
 
 
 BUILTIN_CAP = 20_000  # the builtin corpus's default size: enough for a short, meaningful first run

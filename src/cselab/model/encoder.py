@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from cselab.errors import UnsafeModelError
 from cselab.hardware import autocast, choose_precision
 from cselab.model.poolers import NEEDS_HIDDEN_STATES, POOLERS
 
@@ -97,6 +98,7 @@ class SentenceEncoder(nn.Module):
 
         resolved = resolve_model_path(name_or_path)
         path = Path(resolved)
+        refuse_pickled_weights(path)
         saved = json.loads((path / CSELAB_CONFIG).read_text()) if (path / CSELAB_CONFIG).is_file() else {}
         if pooler == "auto":
             pooler = saved.get("pooler") or (_sentence_transformers_pooler(path) if path.is_dir() else None) or "cls"
@@ -300,6 +302,18 @@ def _quiet_transformers():
     finally:
         hf_logging.set_verbosity(level)
         hf_logging.enable_progress_bar()
+
+
+def refuse_pickled_weights(path: Path) -> None:
+    """A local model directory must hold safetensors weights: pickled ones can run code when loaded."""
+    if not path.is_dir() or any(path.glob("*.safetensors")):
+        return
+    pickled = sorted(p.name for p in path.glob("*.bin")) + sorted(p.name for p in path.glob("*.pt"))
+    if pickled:
+        raise UnsafeModelError(
+            f"{path}: has only pickled weights ({', '.join(pickled)}); cselab loads safetensors only. If you trust "
+            f"the file, convert it once: python -c \"from transformers import AutoModel; "
+            f"AutoModel.from_pretrained('{path}').save_pretrained('{path}', safe_serialization=True)\"")
 
 
 def _is_bert_like(path: str) -> bool:
