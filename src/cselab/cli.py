@@ -143,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
 # Errors that explain themselves in one line: (module, class name), looked up only once the module
 # is loaded, so `cselab recipes` does not import torch to learn an exception's name.
 USER_ERRORS = [("cselab.errors", "ConfigError"), ("cselab.errors", "UnknownNameError"),
-               ("cselab.errors", "UnsafeModelError"),
+               ("cselab.errors", "UnsafeModelError"), ("cselab.errors", "ModelLoadError"),
                ("cselab.errors", "TrainingError"), ("cselab.data.corpus", "CorpusError"),
                ("cselab.train.checkpoint", "CheckpointError"),
                ("cselab.augment.base", "AugmenterUnavailable"), ("cselab.augment.cache", "CacheFileError"),

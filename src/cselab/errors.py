@@ -14,6 +14,10 @@ class TrainingError(RuntimeError):
     """Training stopped on a fault (a non-finite loss or gradient); the message names the step."""
 
 
+class ModelLoadError(ValueError):
+    """A model name or directory that cannot be loaded (missing files, no Hub access, corrupt weights)."""
+
+
 class UnsafeModelError(ValueError):
     """A model directory with pickled weights only (``pytorch_model.bin``): cselab loads safetensors only."""
 

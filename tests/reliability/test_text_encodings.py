@@ -28,16 +28,3 @@ def test_every_encoding_gives_the_same_sentences(tmp_path, name, data):
     assert list(sentences) == LINES and list(iter_corpus(str(path))) == LINES
     assert "invalid_utf8" not in stats.cleaned
 
-
-def test_a_model_with_pickled_weights_only_is_a_one_line_error_with_the_conversion(tmp_path, capsys):
-    from cselab.cli import main
-
-    model = tmp_path / "model"
-    model.mkdir()
-    (model / "config.json").write_text('{"model_type": "bert"}')
-    (model / "pytorch_model.bin").write_bytes(b"not loaded")
-    inputs = tmp_path / "in.txt"
-    inputs.write_text("a sentence\n")
-    assert main(["encode", str(model), "--in", str(inputs), "--out", str(tmp_path / "e.npy")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "pytorch_model.bin" in err and "safe_serialization=True" in err

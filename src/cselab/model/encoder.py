@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from cselab.errors import UnsafeModelError
+from cselab.errors import ModelLoadError, UnsafeModelError
 from cselab.hardware import autocast, choose_precision
 from cselab.model.poolers import NEEDS_HIDDEN_STATES, POOLERS
 
@@ -94,6 +94,7 @@ class SentenceEncoder(nn.Module):
     def from_pretrained(cls, name_or_path: str, pooler: str = "auto", mlp: str | bool | None = "auto",
                         mlp_only_train: bool | None = None, max_seq_len: int | None = None,
                         trust_remote_code: bool = False) -> SentenceEncoder:
+        from safetensors import SafetensorError
         from transformers import AutoModel, AutoTokenizer
 
         resolved = resolve_model_path(name_or_path)
@@ -113,12 +114,18 @@ class SentenceEncoder(nn.Module):
             st_config = path / "sentence_bert_config.json"
             declared = json.loads(st_config.read_text()).get("max_seq_length") if st_config.is_file() else None
             max_seq_len = saved.get("max_seq_len") or declared or 32
-        tokenizer = AutoTokenizer.from_pretrained(resolved, trust_remote_code=trust_remote_code)
         kwargs = {"use_safetensors": True, "trust_remote_code": trust_remote_code}
         if _is_bert_like(resolved):
             kwargs["add_pooling_layer"] = False  # BERT's own pooler is unused: SimCSE pools itself
-        with _quiet_transformers():  # the dropped pooler weights are expected, not worth a report
-            backbone = AutoModel.from_pretrained(resolved, **kwargs)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(resolved, trust_remote_code=trust_remote_code)
+            with _quiet_transformers():  # the dropped pooler weights are expected, not worth a report
+                backbone = AutoModel.from_pretrained(resolved, **kwargs)
+        except (OSError, ValueError, RuntimeError, SafetensorError) as exc:  # missing files, no Hub, corrupt weights
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            where = "a local directory" if path.exists() else "not a local directory, and the Hugging Face Hub"
+            raise ModelLoadError(f"{name_or_path}: cannot load a model ({where}: {first[:300]}); pass a model "
+                                 f"directory (a Hugging Face or sentence-transformers one) or 'minilm'") from None
         encoder = cls(backbone, tokenizer, pooler=pooler, mlp=mlp, mlp_only_train=mlp_only_train,
                       max_seq_len=max_seq_len)
         mlp_file = path / "2_Dense" / "model.safetensors"
