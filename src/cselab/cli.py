@@ -59,7 +59,10 @@ def format_summary(summary: dict) -> str:
     if summary["first_loss"] is not None:
         lines.append(f"  loss            {summary['first_loss']:.4g} -> {summary['final_loss']:.4g}")
     if summary["best_stsb_dev"] is not None:
-        lines.append(f"  STS-B dev       {summary['best_stsb_dev']:.2f} (best, step {summary['best_step']})")
+        base = summary.get("base_stsb_dev")
+        before = f"{base:.2f} before training -> " if base is not None else ""
+        lines.append(f"  STS-B dev       {before}{summary['best_stsb_dev']:.2f} (best, step {summary['best_step']}; "
+                     f"{summary['precision']['precision']})")
     if summary.get("precision"):
         choice = summary["precision"]
         lines.append(f"  device          {summary['device']}, {choice['precision']} ({choice['reason']})")

@@ -93,6 +93,10 @@ def best_model_selection(process: Process, config: Config, encoder: SentenceEnco
     selector.best_dev, selector.best_step = state.best_dev, state.best_step
     if process.main and state.step:
         selector.reconcile(state.step)
+    if dev is not None and state.step == 0:
+        # The starting point, so a run shows what training changed (SimCSE's own tables compare so).
+        state.base_dev = selector.score()
+        process.say(f"STS-B dev before training: {state.base_dev:.2f}")
     return selector
 
 
@@ -154,6 +158,7 @@ def summarize(process: Process, config: Config, parts: RunParts, state: RunState
         "precision": precision.to_dict(),
         "first_loss": state.first_loss,
         "final_loss": state.last_loss,
+        "base_stsb_dev": state.base_dev,
         "best_stsb_dev": selector.best_dev,
         "best_step": selector.best_step,
         "train_seconds": round(state.train_seconds, 2),

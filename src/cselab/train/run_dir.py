@@ -37,6 +37,7 @@ class RunState:
     corpus_sha256: str | None = None
     grad_scaler: dict | None = None  # fp16's loss scale and growth tracker
     precision: str | None = None  # what precision "auto" resolved to: a resumed run keeps it
+    base_dev: float | None = None  # STS-B dev of the model before training (step 0)
 
     def advance(self, batch_step: int, sentences: int) -> None:
         """Account the step just taken (``batch_step`` is 0-based; ``step`` counts the steps done)."""

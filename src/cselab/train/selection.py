@@ -31,9 +31,13 @@ class BestModel:
     def due(self, step: int, last: bool) -> bool:
         return self.dev is not None and (step % self.every == 0 or last)
 
+    def score(self) -> float:
+        """STS-B dev Spearman x 100 of the encoder now (in the training precision)."""
+        return self.dev.score(lambda s: self.encoder.encode(s, batch_size=128, precision=self.precision))
+
     def evaluate(self, step: int) -> float:
         """STS-B dev Spearman x 100 of the encoder now; saved as the final model if it is the best."""
-        score = self.dev.score(lambda s: self.encoder.encode(s, batch_size=128, precision=self.precision))
+        score = self.score()
         if self.best_dev is None or score > self.best_dev:
             self.best_dev, self.best_step = score, step
             self.save(step, score)
