@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -160,7 +161,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             raise ConfigError(f"{key}: expected a mapping, got {type(value).__name__}")
         return _build(tp, value, key)
     if tp in (float, int) and isinstance(value, str):
-        value = _number(value, key)  # YAML 1.1 reads 1e3 and 1e-5 as strings
+        value = _number(value)  # YAML 1.1 reads 1e3 and 1e-5 as strings
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{key}: expected a number, got {value!r}")
@@ -191,13 +192,14 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     return value
 
 
-def _number(text: str, key: str) -> float | int | str:
-    """A number written as text ("1e3", "3.0e-5"), or the text unchanged (then rejected by the caller)."""
-    try:
-        number = float(text)
-    except ValueError:
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def _number(text: str) -> float | int | str:
+    """A number written as text ("1e3", "3.0e-5", "7"), or the text unchanged (nan, inf, names)."""
+    if not _NUMBER.fullmatch(text.strip()):
         return text
-    return int(number) if number.is_integer() and not any(c in text for c in ".eE") else number
+    return int(text) if text.strip().lstrip("+-").isdigit() else float(text)
 
 
 def _build(cls: type, data: dict, prefix: str = "") -> Any:
@@ -398,10 +400,7 @@ def parse_override(item: str) -> tuple[list[str], Any]:
         value = raw
     # YAML 1.1 reads "1e-5" as a string; numbers are what users mean.
     if isinstance(value, str):
-        try:
-            value = float(value) if any(c in value for c in ".eE") else int(value)
-        except ValueError:
-            pass
+        value = _number(value)
     return key.strip().split("."), value
 
 

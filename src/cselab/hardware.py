@@ -9,6 +9,7 @@ bf16 and fp32 (cached per machine). On CUDA, auto is bf16 where the card support
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -50,17 +51,22 @@ def resolve_device(name: str = "auto", key: str = "device") -> torch.device:
     return device
 
 
-def cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags as Linux reports them (empty elsewhere)."""
+@functools.lru_cache(maxsize=1)
+def _cpuinfo() -> tuple[str, frozenset[str]]:
+    """The CPU's name and feature flags as Linux reports them (read once; no flags elsewhere)."""
+    fields: dict[str, str] = {}
     try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())  # the first processor's entries
     except OSError:
-        return frozenset()
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):
-            return frozenset(value.split())
-    return frozenset()
+        pass
+    name = fields.get("model name") or platform.processor() or platform.machine()
+    return name, frozenset((fields.get("flags") or fields.get("Features") or "").split())
+
+
+def cpu_flags() -> frozenset[str]:
+    return _cpuinfo()[1]
 
 
 def cpu_has_native_bf16() -> bool:
@@ -68,13 +74,7 @@ def cpu_has_native_bf16() -> bool:
 
 
 def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("model name"):
-                return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return _cpuinfo()[0]
 
 
 @dataclass

@@ -180,14 +180,32 @@ def test_best_dev_model_stays_consistent_across_a_crash(tmp_path, corpus_file, s
     assert_same_metrics(metric_records(out_dir), metric_records(reference))
 
 
-def test_resume_on_a_changed_corpus_is_refused(tmp_path, corpus_file, crash_at, monkeypatch):
-    """Same path and settings, different content: the checkpoint's corpus fingerprint catches it."""
+def crash_on_a_copy_of_the_corpus(tmp_path, corpus_file, crash_at, monkeypatch):
+    """A run on a copy of the corpus, crashed at step 5 (its last checkpoint: step 3)."""
     corpus, out_dir = tmp_path / "corpus.txt", tmp_path / "run"
     shutil.copy(corpus_file, corpus)
     crash_at(5)
     with pytest.raises(Exception, match=CRASHED):
         train(load_config_for(corpus, out_dir), progress=False)
     monkeypatch.undo()
+    return corpus, out_dir
+
+
+def test_resume_on_a_changed_corpus_is_refused(tmp_path, corpus_file, crash_at, monkeypatch):
+    """Same path and settings, different content: the checkpoint's corpus fingerprint catches it."""
+    corpus, out_dir = crash_on_a_copy_of_the_corpus(tmp_path, corpus_file, crash_at, monkeypatch)
     corpus.write_text(corpus.read_text().replace("cat", "cow"))
     with pytest.raises(ConfigError, match=r"corpus.txt: the corpus changed since checkpoint .*step-00000003"):
         train(load_config_for(corpus, out_dir), progress=False)
+
+
+def test_touching_the_corpus_after_a_crash_does_not_block_the_resume(tmp_path, corpus_file, crash_at, monkeypatch,
+                                                                    reference_run):
+    """The fingerprint is the corpus's content: a new mtime with the same bytes resumes, and the
+    resumed run ends like the uninterrupted one."""
+    corpus, out_dir = crash_on_a_copy_of_the_corpus(tmp_path, corpus_file, crash_at, monkeypatch)
+    stat = corpus.stat()
+    os.utime(corpus, ns=(stat.st_atime_ns + 10**9, stat.st_mtime_ns + 10**9))  # `touch`: new mtime, same bytes
+    summary = train(load_config_for(corpus, out_dir), progress=False)
+    assert summary["finished"]
+    assert_same_weights(model_weights(out_dir), model_weights(reference_run))

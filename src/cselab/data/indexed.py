@@ -28,6 +28,25 @@ def _cache_dir(kind: str = "line-index") -> Path:
     return Path(os.environ.get("CSELAB_CACHE", Path.home() / ".cache" / "cselab")) / kind
 
 
+def _version_key(path: Path, extra: str = "") -> str:
+    """A cache key for this version of the file: its path, size and modification time."""
+    info = path.stat()
+    version = f"{path.resolve()}|{info.st_size}|{info.st_mtime_ns}" + (f"|{extra}" if extra else "")
+    return hashlib.sha256(version.encode()).hexdigest()[:24]
+
+
+def _own_part(path: Path) -> Path:
+    """This process's temporary name for ``path``: processes of one run may write the same cache file
+    at once, each then moves its own finished copy into place."""
+    return path.with_name(f".{path.name}.{os.getpid()}.part")
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    part = _own_part(path)
+    part.write_text(text, encoding="utf-8")
+    os.replace(part, path)
+
+
 def _add_saved_counts(stats: CorpusStats, stats_file: Path) -> None:
     saved = json.loads(stats_file.read_text())
     stats.kept += saved["kept"]
@@ -41,28 +60,24 @@ def spool(spec: str, column: str | None) -> tuple[Path, CorpusStats]:
     The cache key is the source (a file's path, size and modification time; a dataset's name) and
     the column. A ``hf:`` dataset is fetched once per name and column: delete its files under
     ``$CSELAB_CACHE/spooled`` (default ``~/.cache/cselab/spooled``) to fetch a newer version."""
-    identity = spec
     path = Path(os.path.expanduser(spec))
     if not spec.startswith(("hf:", "builtin:")) and path.is_file():
-        info = path.stat()
-        identity = f"{path.resolve()}|{info.st_size}|{info.st_mtime_ns}"
-    key = hashlib.sha256(f"{identity}|{column}".encode()).hexdigest()[:24]
+        key = _version_key(path, str(column))
+    else:
+        key = hashlib.sha256(f"{spec}|{column}".encode()).hexdigest()[:24]
     text_file, stats_file = _cache_dir("spooled") / f"{key}.txt", _cache_dir("spooled") / f"{key}.stats.json"
     if not (text_file.is_file() and stats_file.is_file()):
         text_file.parent.mkdir(parents=True, exist_ok=True)
         stats = CorpusStats(spec)
-        part = text_file.with_name(f".{text_file.name}.{os.getpid()}.part")  # processes may spool at once
-        stats_part = stats_file.with_name(f".{stats_file.name}.{os.getpid()}.part")
+        part = _own_part(text_file)
         try:
             with open(part, "w", encoding="utf-8", errors="surrogatepass") as out:
                 for sentence in iter_corpus(spec, column, stats):  # cleaned: no line breaks inside
                     out.write(sentence + "\n")
-            stats_part.write_text(json.dumps(stats.to_dict()))
-            os.replace(stats_part, stats_file)  # the counts first: whoever sees the text sees its counts
-            os.replace(part, text_file)
+            _write_text_atomic(stats_file, json.dumps(stats.to_dict()))  # the counts first: whoever
+            os.replace(part, text_file)  # sees the text sees its counts
         finally:
             part.unlink(missing_ok=True)
-            stats_part.unlink(missing_ok=True)
     stats = CorpusStats(spec)
     _add_saved_counts(stats, stats_file)
     return text_file, stats
@@ -70,9 +85,7 @@ def spool(spec: str, column: str | None) -> tuple[Path, CorpusStats]:
 
 def content_digest(path: Path) -> str:
     """SHA-256 of the file's bytes, computed once per file version (path, size, mtime) and cached."""
-    info = path.stat()
-    key = hashlib.sha256(f"{path.resolve()}|{info.st_size}|{info.st_mtime_ns}".encode()).hexdigest()[:24]
-    cached = _cache_dir("digests") / f"{key}.sha256"
+    cached = _cache_dir("digests") / f"{_version_key(path)}.sha256"
     try:
         return cached.read_text(encoding="ascii").strip()
     except OSError:
@@ -82,9 +95,7 @@ def content_digest(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     cached.parent.mkdir(parents=True, exist_ok=True)
-    part = cached.with_name(f".{cached.name}.{os.getpid()}.part")
-    part.write_text(digest.hexdigest(), encoding="ascii")
-    os.replace(part, cached)
+    _write_text_atomic(cached, digest.hexdigest())
     return digest.hexdigest()
 
 
@@ -94,8 +105,7 @@ class IndexedTextCorpus(Sequence[str]):
     def __init__(self, path: str | os.PathLike, stats: CorpusStats | None = None, progress: bool = False):
         self.path = Path(path)
         self.stats = stats if stats is not None else CorpusStats(str(path))
-        info = self.path.stat()
-        key = hashlib.sha256(f"{self.path.resolve()}|{info.st_size}|{info.st_mtime_ns}".encode()).hexdigest()[:24]
+        key = _version_key(self.path)
         index_file = _cache_dir() / f"{key}.offsets.npy"
         stats_file = _cache_dir() / f"{key}.stats.json"
         if not (index_file.is_file() and stats_file.is_file()):
@@ -107,8 +117,7 @@ class IndexedTextCorpus(Sequence[str]):
     def _build(self, index_file: Path, stats_file: Path, progress: bool) -> None:
         index_file.parent.mkdir(parents=True, exist_ok=True)
         stats = CorpusStats(str(self.path))
-        # Names of this process's own: several processes of one run may build the same index at once.
-        tmp = index_file.with_name(f".{index_file.name}.{os.getpid()}.tmp")
+        tmp = _own_part(index_file.with_suffix(".offsets"))
         buffer: list[int] = []
         bar = None
         if progress:
@@ -135,14 +144,11 @@ class IndexedTextCorpus(Sequence[str]):
         if bar is not None:
             bar.close()
         offsets = np.fromfile(tmp, dtype=np.uint64)
-        part = index_file.with_name(f".{index_file.name}.{os.getpid()}.part.npy")
+        part = _own_part(index_file).with_suffix(".npy")  # np.save adds .npy to any other name
         np.save(part, offsets, allow_pickle=False)
         tmp.unlink()
-        # The counts first, then the index: whoever sees the index sees its counts too.
-        stats_tmp = stats_file.with_name(f".{stats_file.name}.{os.getpid()}.tmp")
-        stats_tmp.write_text(json.dumps(stats.to_dict()))
-        os.replace(stats_tmp, stats_file)
-        os.replace(part, index_file)
+        _write_text_atomic(stats_file, json.dumps(stats.to_dict()))  # the counts first: whoever sees
+        os.replace(part, index_file)  # the index sees its counts too
 
     def __len__(self) -> int:
         return len(self.offsets)

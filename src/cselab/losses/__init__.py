@@ -59,19 +59,11 @@ class Objective(nn.Module):
         """Whether some term reads the contrastive views' embeddings (MLM alone does not)."""
         return bool(self.needs - {"masked"})
 
-    def global_terms(self) -> list[LossTerm]:
-        """Terms over the (gathered) global batch, as opposed to each process's own rows (MLM)."""
-        return [term for term in self.terms if not term.needs <= {"masked"}]
-
-    def forward(self, inputs: LossInputs, processes: int = 1) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The weighted sum of the terms and their logs. With P processes the step multiplies the
-        loss by P (the contrastive terms see the global batch: train/steps.py); a term over this
-        process's own rows only (MLM) is divided by P here, so its gradient is the mean over processes."""
+    def forward(self, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The weighted sum of the terms, and their logs."""
         total, logs = None, {}
         for weight, term in zip(self.weights, self.terms, strict=True):
             loss, term_logs = term(inputs)
-            if processes > 1 and term.needs <= {"masked"}:
-                loss = loss / processes
             total = weight * loss if total is None else total + weight * loss
             logs.update(term_logs)
         return total, logs

@@ -9,7 +9,7 @@ the step computes only what some term reads (no contrastive pass for MLM alone).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
@@ -45,8 +45,6 @@ class LossInputs:
     labels: torch.Tensor | None = None
     masked: MaskedTokens | None = None
 
-
-INPUT_FIELDS = frozenset(f.name for f in fields(LossInputs))
 
 
 class LossTerm(Protocol):

@@ -2,8 +2,11 @@
 
 With P processes of batch B, each process gathers the (P*B, d) embeddings of every role; its own
 rows stay the live tensors (so gradients flow into its encoder), the others are constants. Every
-process then computes the same loss over the global batch; multiplying it by P undoes the
-averaging of gradients, so P processes x batch B give the gradients of one batch of P*B.
+process then computes the same loss over the global batch. Its own rows' gradient is multiplied by
+P on the way back: averaged over processes, the encoder's gradients are then those of one batch of
+P*B. Nothing else is scaled: a term's own parameters see the whole global loss on every process
+(their average is that gradient), and a term over each process's own rows (MLM) averages to the
+mean over processes.
 """
 from __future__ import annotations
 
@@ -19,13 +22,29 @@ def world_size() -> int:
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
+class _ScaleGradient(torch.autograd.Function):
+    """Identity forward; backward multiplies the gradient by ``factor``."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, factor: float) -> torch.Tensor:
+        ctx.factor = factor
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return grad * ctx.factor, None
+
+
 def gather_with_grad(local: torch.Tensor) -> torch.Tensor:
-    """All processes' rows of ``local`` (same shape everywhere), this process's rows differentiable."""
-    if world_size() == 1:
+    """All processes' rows of ``local`` (same shape everywhere); this process's rows stay differentiable,
+    their gradient multiplied by P (the module docstring says why). Integer rows (labels) are gathered
+    as they are."""
+    processes = world_size()
+    if processes == 1:
         return local
-    pieces = [torch.empty_like(local) for _ in range(world_size())]
+    pieces = [torch.empty_like(local) for _ in range(processes)]
     dist.all_gather(pieces, local.detach().contiguous())
-    pieces[dist.get_rank()] = local
+    pieces[dist.get_rank()] = _ScaleGradient.apply(local, float(processes)) if local.is_floating_point() else local
     return torch.cat(pieces)
 
 

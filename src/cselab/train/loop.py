@@ -42,7 +42,7 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
                                gradient_scaler(precision.precision, process.device))
         state.restore_scaler(update.scaler)
         forward = StepForward(parts.encoder, parts.head, parts.objective, process.device, precision.precision)
-        step = choose_step(forward, config.optim.grad_cache_chunk, process.processes, update.scale)
+        step = choose_step(forward, config.optim.grad_cache_chunk, update.scale)
         selector = best_model_selection(process, config, parts.encoder, precision.precision, state)
         metrics = MetricsLog(process.out_dir / METRICS if process.main else None, state, config.train.log_steps,
                              Throughput(parts.encoder, precision.dtype, process.device.type, process.processes),

@@ -46,15 +46,6 @@ class StepForward(torch.nn.Module):
         super().__init__()
         self.encoder, self.head, self.objective = encoder, head, objective
         self.device, self.precision = device, precision
-        self.encode_views = objective.encodes_views
-        processes = world_size()
-        if processes > 1:
-            # A term over the gathered global batch computes the same loss, and so the same gradient
-            # for its own parameters, on every process; x P (the step's scale) then averaging over
-            # processes would give them P times their gradient. Per-process terms (MLM) are exact already.
-            for term in objective.global_terms():
-                for parameter in term.parameters():
-                    parameter.register_hook(lambda grad, p=processes: grad / p)
 
     def embed(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
         with autocast(self.device, self.precision):
@@ -84,33 +75,35 @@ class StepForward(torch.nn.Module):
                 inputs.label_view = embeddings[roles["label_view"]]
                 inputs.labels = batch.labels.to(self.device, non_blocking=True)
             inputs = gather_inputs(inputs)
-        return self.objective(inputs, world_size())
+        return self.objective(inputs)
 
     def features(self, batch: Batch) -> dict[str, torch.Tensor]:
         return {k: v.to(self.device, non_blocking=True) for k, v in batch.features.items()}
 
     def forward(self, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        embeddings = self.embed(self.features(batch)) if self.encode_views else None
+        embeddings = self.embed(self.features(batch)) if self.objective.encodes_views else None
         return self.loss(embeddings, batch)
+
+
+def unscaled(loss: torch.Tensor) -> torch.Tensor:
+    return loss
 
 
 class PlainStep:
     """Encode every view of the step at once, compute the objective, back-propagate.
 
-    The loss is multiplied by P (processes) to undo the averaging of gradients over processes, so P
-    processes of batch B give the gradients of one batch of P x B. With P > 1 the forward runs under
-    ``DistributedDataParallel``, which averages gradients bucket by bucket while backward still runs.
+    With several processes the forward runs under ``DistributedDataParallel``, which averages the
+    gradients bucket by bucket while backward still runs. ``scale`` is fp16's loss scaling
+    (``optimizer.OptimizerStep.scale``).
     """
 
-    def __init__(self, forward: StepForward, processes: int = 1,
-                 scale: Callable[[torch.Tensor], torch.Tensor] | None = None):
-        self.forward, self.processes = forward, processes
-        self.scale = scale or (lambda loss: loss)  # fp16's loss scaling (optimizer.OptimizerStep.scale)
-        self.model = forward if processes == 1 else distributed_data_parallel(forward)
+    def __init__(self, forward: StepForward, scale: Callable[[torch.Tensor], torch.Tensor] = unscaled):
+        self.forward, self.scale = forward, scale
+        self.model = forward if world_size() == 1 else distributed_data_parallel(forward)
 
     def __call__(self, batch: Batch) -> StepResult:
         loss, logs = self.model(batch)
-        self.scale(loss * self.processes).backward()
+        self.scale(loss).backward()
         return StepResult(loss.detach(), logs)
 
 
@@ -125,16 +118,15 @@ class GradCacheStep:
     do not fit DistributedDataParallel's one forward, one backward).
     """
 
-    def __init__(self, forward: StepForward, processes: int = 1,
-                 scale: Callable[[torch.Tensor], torch.Tensor] | None = None, *, chunk_size: int):
-        self.forward, self.processes, self.chunk_size = forward, processes, chunk_size
-        self.scale = scale or (lambda loss: loss)
+    def __init__(self, forward: StepForward, scale: Callable[[torch.Tensor], torch.Tensor] = unscaled, *,
+                 chunk_size: int):
+        self.forward, self.scale, self.chunk_size = forward, scale, chunk_size
 
     def __call__(self, batch: Batch) -> StepResult:
         forward = self.forward
-        if not forward.encode_views:  # nothing to cache: an MLM-only objective
+        if not forward.objective.encodes_views:  # nothing to cache: an MLM-only objective
             loss, logs = forward(batch)
-            self.scale(loss * self.processes).backward()
+            self.scale(loss).backward()
         else:
             loss, logs = self.cached_backward(batch)
         average_gradients(forward)
@@ -155,7 +147,7 @@ class GradCacheStep:
         embeddings = torch.cat(pieces).detach().requires_grad_(True)
         loss, logs = forward.loss(embeddings, batch)
         # The terms' own parameters, and the cached embeddings (their gradient carries fp16's scale on).
-        self.scale(loss * self.processes).backward()
+        self.scale(loss).backward()
         after_loss = RngState()  # the loss may draw too (MLM pass, discriminator dropout): not replayed
         for (start, stop, length), state in zip(bounds, states, strict=True):
             state.restore()
@@ -183,12 +175,12 @@ def chunk_rows(features: dict[str, torch.Tensor], start: int, stop: int, length:
     return {k: v[start:stop, :length] if v.dim() == 2 else v[start:stop] for k, v in features.items()}
 
 
-def choose_step(forward: StepForward, grad_cache_chunk: int | None, processes: int = 1,
-                scale: Callable[[torch.Tensor], torch.Tensor] | None = None) -> StepStrategy:
+def choose_step(forward: StepForward, grad_cache_chunk: int | None,
+                scale: Callable[[torch.Tensor], torch.Tensor] = unscaled) -> StepStrategy:
     """GradCache when a chunk size is set, else the plain step."""
     if grad_cache_chunk:
-        return GradCacheStep(forward, processes, scale, chunk_size=grad_cache_chunk)
-    return PlainStep(forward, processes, scale)
+        return GradCacheStep(forward, scale, chunk_size=grad_cache_chunk)
+    return PlainStep(forward, scale)
 
 
 def distributed_data_parallel(module: torch.nn.Module) -> torch.nn.Module:
