@@ -57,6 +57,23 @@ class LossTerm(Protocol):
     def __call__(self, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]: ...
 
 
+class _ScaleGradient(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, factor: float) -> torch.Tensor:
+        ctx.factor = factor
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return ctx.factor * grad, None
+
+
+def scale_gradient(x: torch.Tensor, factor: float) -> torch.Tensor:
+    """Identity forward; backward multiplies the gradient by ``factor`` (gradient reversal: a
+    negative factor; the gather across processes: their number)."""
+    return _ScaleGradient.apply(x, factor)
+
+
 def accuracy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Share of rows whose highest logit is the target, as a detached tensor (no host sync)."""
     return (logits.detach().argmax(dim=-1) == targets).float().mean()

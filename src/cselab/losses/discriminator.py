@@ -22,23 +22,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from cselab.losses import LOSSES
-from cselab.losses.base import LossInputs, accuracy
-
-
-class _ReverseGradient(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, alpha: float) -> torch.Tensor:
-        ctx.alpha = alpha
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        return -ctx.alpha * grad, None
+from cselab.losses.base import LossInputs, accuracy, scale_gradient
 
 
 def reverse_gradient(x: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
     """Identity forward; backward multiplies the gradient by -alpha (Ganin & Lempitsky, 2015)."""
-    return _ReverseGradient.apply(x, alpha)
+    return scale_gradient(x, -alpha)
 
 
 @LOSSES.register("discriminator", "AugCSE: predict the augmentation type behind gradient reversal (BCE)")

@@ -15,24 +15,11 @@ import dataclasses
 import torch
 import torch.distributed as dist
 
-from cselab.losses.base import LossInputs
+from cselab.losses.base import LossInputs, scale_gradient
 
 
 def world_size() -> int:
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
-
-
-class _ScaleGradient(torch.autograd.Function):
-    """Identity forward; backward multiplies the gradient by ``factor``."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, factor: float) -> torch.Tensor:
-        ctx.factor = factor
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        return grad * ctx.factor, None
 
 
 def gather_with_grad(local: torch.Tensor) -> torch.Tensor:
@@ -44,7 +31,7 @@ def gather_with_grad(local: torch.Tensor) -> torch.Tensor:
         return local
     pieces = [torch.empty_like(local) for _ in range(processes)]
     dist.all_gather(pieces, local.detach().contiguous())
-    pieces[dist.get_rank()] = _ScaleGradient.apply(local, float(processes)) if local.is_floating_point() else local
+    pieces[dist.get_rank()] = scale_gradient(local, float(processes)) if local.is_floating_point() else local
     return torch.cat(pieces)
 
 
