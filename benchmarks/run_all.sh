@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python benchmarks/bench_train_st.py
+python benchmarks/profile_step.py
 python benchmarks/bench_scale.py
 python benchmarks/bench_eval.py
 python benchmarks/bench_augment.py
