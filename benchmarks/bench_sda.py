@@ -1,11 +1,12 @@
 """SDA augmenters on the first 11,913 wiki1m sentences: changed share and throughput.
 
 Writes benchmarks/results/sda_speed.{json,md}: the share of sentences each rule changes (next to
-the paper's Table 3), sentences/s end to end (spaCy parse + rule) for several ``n_process`` /
-``batch_size`` settings and with the augmenters' own worker pool (``processes=2``: each worker
-parses and applies the rule, only strings cross processes), CPU-time throughput (less sensitive
-to other jobs on the machine), the 1-minute load average around every timing, and real
-before/after examples.
+the paper's Table 3; bench_sda_rates.py measures the rates on their own, with a before/after
+column and the paper's algorithms as printed), sentences/s end to end (spaCy parse + rule) for
+several ``n_process`` / ``batch_size`` settings and with the augmenters' own worker pool
+(``processes=2``: each worker parses and applies the rule, only strings cross processes),
+CPU-time throughput (less sensitive to other jobs on the machine), the 1-minute load average
+around every timing, and real before/after examples.
 
     python benchmarks/bench_sda.py [--speed-sentences 3000] [--examples 10]
 """

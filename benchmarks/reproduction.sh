@@ -57,10 +57,7 @@ phases() {  # half phase... : every phase's recipes, seed by seed
   local half=$1; shift
   for recipes in "$@"; do
     for seed in $SEEDS; do
-      if [[ ",$recipes," == *",una-paraphrase,"* ]]; then
-        # una-paraphrase reads its positives from outputs/cache/positives.jsonl below the working directory.
-        OMP_NUM_THREADS=1 cselab augment --aug back_translation --in "$CORPUS" --out outputs/cache/positives.jsonl || true
-      fi
+      # una-paraphrase builds its back-translation cache itself on first use (keyed by the corpus content).
       sweep "$half" "$recipes" "$seed" || echo "reproduction.sh: a run of $recipes seed $seed failed (above); going on"
     done
   done

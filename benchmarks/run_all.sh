@@ -5,10 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python benchmarks/bench_train_st.py
 python benchmarks/profile_step.py
+python benchmarks/checkpoint_size.py
 python benchmarks/bench_scale.py
 python benchmarks/bench_eval.py
 python benchmarks/bench_augment.py
 python benchmarks/bench_sda.py
+python benchmarks/bench_sda_rates.py
 python benchmarks/bench_una.py
 if [ "${1:-}" = "--with-study" ]; then
   bash benchmarks/reproduction.sh

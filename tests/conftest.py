@@ -27,6 +27,21 @@ def single_torch_thread():
     torch.set_num_threads(previous)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_cache(tmp_path_factory):
+    """$CSELAB_CACHE in a temporary directory: tests never read or fill the user's ~/.cache/cselab
+    (augmentation caches, token and index caches, the precision probe)."""
+    import os
+
+    previous = os.environ.get("CSELAB_CACHE")
+    os.environ["CSELAB_CACHE"] = str(tmp_path_factory.mktemp("cselab-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("CSELAB_CACHE", None)
+    else:
+        os.environ["CSELAB_CACHE"] = previous
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """../shared/data beside the repository; tests that need it are skipped without it."""

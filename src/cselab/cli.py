@@ -9,21 +9,75 @@ import sys
 import traceback
 from pathlib import Path
 
+from cselab.errors import counted, single_line
+
 # Subcommands owned by other packages: each module has register(subparsers).
 EXTENSIONS = ["cselab.evaluate.cli", "cselab.augment.cli", "cselab.experiments.cli"]
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Adds "(default: X)" only where there is a default to show: not for None, False or an empty list
+    (an option that is simply off or unset), nor where the help text already says what the default is."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if _nothing_to_show(action.default) or "(default" in text:
+            return text
+        return super()._get_help_string(action)
+
+
+def _nothing_to_show(default) -> bool:
+    # Identity, not equality: a default of 0 is worth showing, though 0 == False.
+    return default is None or default is False or default is argparse.SUPPRESS or (
+        isinstance(default, (list, tuple)) and not default)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error in one line like every other error (the usage is in --help).
+    Subcommands' parsers are of this class too: argparse builds them with the parent's class."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {single_line(message)} (see {self.prog} --help)\n")
+
+
+def use_help_formatter(parser: argparse.ArgumentParser) -> None:
+    """One help formatter for every command and subcommand, those the extensions register included."""
+    parser.formatter_class = HelpFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                use_help_formatter(child)
 
 
 def _add_train(sub) -> None:
     p = sub.add_parser("train", help="train a sentence encoder with a recipe",
                        description="Train a sentence encoder. With no arguments: unsupervised SimCSE on the "
                                    "offline defaults (all-MiniLM-L6-v2 base, WordNet usage examples as corpus).",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--recipe", default="simcse", help="shipped recipe name (see `cselab recipes`) or a YAML path")
+                       formatter_class=HelpFormatter)
+    _add_run_arguments(p, default_recipe="simcse")
+
+
+def _add_pretrain(sub) -> None:
+    p = sub.add_parser("pretrain", help="pre-train a raw encoder from random weights (MLM; --recipe clear-pretrain)",
+                       description="Pre-train a raw encoder from random weights: `cselab train --recipe "
+                                   "mlm-pretrain` (packed blocks, whole corpus, validation MLM loss). The output "
+                                   "directory is a Hugging Face and sentence-transformers model; start any recipe "
+                                   "from it with --set model.name_or_path=DIR. See docs/pretraining.md.",
+                       formatter_class=HelpFormatter)
+    _add_run_arguments(p, default_recipe="mlm-pretrain")
+
+
+def _add_run_arguments(p: argparse.ArgumentParser, default_recipe: str) -> None:
+    p.add_argument("--recipe", default=default_recipe, help="shipped recipe name (see `cselab recipes`) or a YAML path")
     p.add_argument("--corpus", help="training text: .txt/.txt.gz (one sentence a line), .csv/.tsv/.jsonl "
-                                    "(with --set data.column=NAME), hf:NAME[:SPLIT], or builtin:wordnet-glosses")
-    p.add_argument("--output-dir", help="where the final model, metrics.jsonl, summary.json and checkpoints go")
-    p.add_argument("--seed", type=int, help="random seed (data order, dropout, augmentations)")
-    p.add_argument("--max-steps", type=int, help="stop after this many optimiser steps")
+                                    "(with --set data.column=NAME), hf:NAME[:SPLIT], or builtin:wordnet-glosses "
+                                    "(default: the recipe's data.corpus)")
+    p.add_argument("--output-dir", help="where the final model, metrics.jsonl, summary.json and checkpoints go "
+                                        "(default: the recipe's train.output_dir)")
+    p.add_argument("--seed", type=int, help="random seed (data order, dropout, augmentations) "
+                                            "(default: the recipe's train.seed)")
+    p.add_argument("--max-steps", type=int, help="stop after this many optimiser steps (default: the recipe's "
+                                                 "optim.max_steps, else optim.epochs passes over the corpus)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override any recipe key, e.g. --set optim.lr=1e-5 (repeatable)")
     p.add_argument("--no-resume", action="store_true", help="ignore checkpoints in --output-dir and start over")
@@ -43,14 +97,25 @@ def _run_train(args) -> int:
     from cselab.train.loop import train
 
     summary = train(config, resume=not args.no_resume)
-    print(format_summary(summary))
+    print(format_summary(summary, config.optim.max_steps, config.optim.epochs))
     return 0 if summary["finished"] else 3
 
 
-def format_summary(summary: dict) -> str:
-    lines = [f"recipe {summary['recipe']}: {summary['steps']}/{summary['total_steps']} steps"
-             f"{'' if summary['finished'] else ' (stopped early; run again to resume)'}",
-             f"  corpus          {summary['corpus']['kept']} sentences"
+def steps_line(summary: dict, max_steps: int | None = None, epochs: int = 1) -> str:
+    """``recipe R: done/planned steps``, saying why the plan is shorter than ``optim.max_steps`` asked."""
+    line = f"recipe {summary['recipe']}: {summary['steps']}/{counted(summary['total_steps'], 'step')}"
+    if max_steps is not None and summary["total_steps"] < max_steps:
+        line += (f" (optim.max_steps asked for {max_steps}, but {counted(epochs, 'epoch')} of this corpus "
+                 f"{'is' if epochs == 1 else 'are'} {counted(summary['total_steps'], 'step')}; "
+                 f"raise optim.epochs for more)")
+    if not summary["finished"]:
+        line += " (stopped early; run again to resume)"
+    return line
+
+
+def format_summary(summary: dict, max_steps: int | None = None, epochs: int = 1) -> str:
+    lines = [steps_line(summary, max_steps, epochs),
+             f"  corpus          {counted(summary['corpus']['kept'], 'sentence')}"
              + (f" (skipped {sum(summary['corpus']['skipped'].values())}: "
                 + ", ".join(f"{k} {v}" for k, v in summary["corpus"]["skipped"].items()) + ")"
                 if summary["corpus"]["skipped"] else "")
@@ -58,6 +123,9 @@ def format_summary(summary: dict) -> str:
                 if summary["corpus"].get("cleaned") else "")]
     if summary["first_loss"] is not None:
         lines.append(f"  loss            {summary['first_loss']:.4g} -> {summary['final_loss']:.4g}")
+    if summary.get("best_val_mlm_loss") is not None:
+        lines.append(f"  validation MLM  loss {summary['best_val_mlm_loss']:.4g} (best, step {summary['best_step']}; "
+                     f"held-out lines)")
     if summary["best_stsb_dev"] is not None:
         base = summary.get("base_stsb_dev")
         before = f"{base:.2f} before training -> " if base is not None else ""
@@ -78,7 +146,7 @@ def format_summary(summary: dict) -> str:
 
 def _add_encode(sub) -> None:
     p = sub.add_parser("encode", help="embed sentences with a trained model",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                       formatter_class=HelpFormatter)
     p.add_argument("model", help="model directory or name (minilm = the offline base)")
     p.add_argument("--in", dest="input", required=True, help="text file, one sentence per line")
     p.add_argument("--out", required=True, help="output .npy file (float32, one row per input line)")
@@ -91,23 +159,55 @@ def _add_encode(sub) -> None:
 
 
 def _run_encode(args) -> int:
-    import numpy as np
-
     import cselab
-
-    path = Path(args.input)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: input file not found")
-    sentences = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    from cselab.errors import ConfigError
     from cselab.hardware import resolve_device
 
-    device = resolve_device(args.device, "--device")
+    sentences = _encode_inputs(Path(args.input))
+    out = _encode_output(Path(args.out))
+    if args.batch_size < 1:
+        raise ConfigError(f"--batch-size: must be >= 1, got {args.batch_size}")
+    device = resolve_device(args.device, "--device")  # every check before the model is loaded
     model = cselab.load(args.model).to(device)
     vectors = model.encode(sentences, batch_size=args.batch_size, normalize=args.normalize,
                            precision=args.precision, show_progress=True)
-    np.save(args.out, vectors)
-    print(f"{len(sentences)} embeddings of size {vectors.shape[1]} -> {args.out}")
+    _save_array(out, vectors)
+    print(f"{counted(len(sentences), 'embedding')} of size {vectors.shape[1]} -> {out}")
     return 0
+
+
+def _encode_inputs(path: Path) -> list[str]:
+    """One sentence per line, decoded as a corpus is (UTF-8, or UTF-16 with a BOM); empty lines kept."""
+    from cselab.data.corpus import is_file, text_lines
+
+    if not is_file(path):
+        raise FileNotFoundError(f"{path}: input file not found")
+    return text_lines(path)
+
+
+def _encode_output(out: Path) -> Path:
+    """The .npy file to write (numpy adds the suffix), checked before any work is done."""
+    out = out if out.suffix == ".npy" else out.with_name(out.name + ".npy")
+    if out.is_dir():
+        raise IsADirectoryError(21, "Is a directory", str(out))
+    if not out.parent.is_dir():
+        raise FileNotFoundError(f"{out.parent}: folder not found (for --out)")
+    return out
+
+
+def _save_array(out: Path, array) -> None:
+    """np.save, atomically: a failed write (a full disk) leaves no partial file under the name."""
+    import os
+
+    import numpy as np
+
+    partial = out.with_name(f".{out.name}.{os.getpid()}.part")
+    try:
+        with open(partial, "wb") as handle:
+            np.save(handle, array, allow_pickle=False)
+        os.replace(partial, out)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def _add_recipes(sub) -> None:
@@ -125,11 +225,12 @@ def _run_recipes(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cselab", description="Contrastive Sentence Embedding Lab")
+    parser = Parser(prog="cselab", description="Contrastive Sentence Embedding Lab")
     parser.add_argument("--version", action="version", version=f"cselab {__import__('cselab').__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_train(sub)
+    _add_pretrain(sub)
     _add_encode(sub)
     _add_recipes(sub)
     for module_name in EXTENSIONS:
@@ -140,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # that package has no commands yet
             raise
         module.register(sub)
+    use_help_formatter(parser)
     return parser
 
 
@@ -155,7 +257,7 @@ USER_ERRORS = [("cselab.errors", "ConfigError"), ("cselab.errors", "UnknownNameE
 
 
 def is_user_error(exc: BaseException) -> bool:
-    if isinstance(exc, FileNotFoundError):
+    if isinstance(exc, OSError):  # a path the user gave: missing, unreadable, a directory, a full disk
         return True
     classes = [getattr(sys.modules[m], name, None) for m, name in USER_ERRORS if m in sys.modules]
     return isinstance(exc, tuple(c for c in classes if c is not None))
@@ -177,8 +279,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"cselab {args.command}: internal error ({type(exc).__name__}); please report it with the "
                   f"traceback above", file=sys.stderr)
             return 1
-        print(f"cselab {args.command}: error: {exc}", file=sys.stderr)
+        print(f"cselab {args.command}: error: {one_line(exc)}", file=sys.stderr)
         return 2
+
+
+def one_line(exc: BaseException) -> str:
+    """The message of a user error, kept on one line; an OSError as ``path: reason``."""
+    if isinstance(exc, OSError) and exc.strerror and exc.filename:
+        message = f"{exc.filename}: {exc.strerror}"
+    else:
+        message = str(exc)
+    return single_line(message)
 
 
 if __name__ == "__main__":

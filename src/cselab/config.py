@@ -56,6 +56,16 @@ class DataConfig:
     dev_dir: str | None = None
     # Sort each window of k batches by length before batching (less padding); 0 turns it off.
     length_grouping: int = 0
+    # MLM pre-training: the lines' tokens (tokenised once, cached) concatenated into blocks of
+    # model.max_seq_len tokens, [CLS] ... [SEP] each, so no compute goes to padding (data/packing.py).
+    # A step is batch_size blocks. Only for objectives without contrastive views (MLM alone).
+    packing: bool = False
+    # With packing, "blank_lines": a blank line in the corpus file ends a document and no block spans
+    # two documents; "none": all lines form one stream.
+    document_boundaries: str = "none"
+    # Share of the lines held out for validation (MLM loss and accuracy at every evaluation), never
+    # trained on; the same lines for every seed (data/split.py). 0 = no validation split.
+    validation_fraction: float = 0.0
 
 
 @dataclass
@@ -103,6 +113,8 @@ class TrainConfig:
     eval_steps: int = 125
     log_steps: int = 10
     save_steps: int = 125
+    # How many of the newest checkpoints stay on disk (the best model is kept besides, in output_dir).
+    keep_checkpoints: int = 1
     output_dir: str = "outputs/simcse"
     # Data-loader worker processes for views, tokenisation and masking; null = auto: 2 when training
     # on a GPU (the host prepares the next batches while the GPU computes), 0 on a CPU (workers would
@@ -131,9 +143,30 @@ class Config:
 CHOICES = {
     "model.mlp": ("auto", "true", "false"),
     "model.unpad": ("auto", "true", "false"),
+    "data.document_boundaries": ("none", "blank_lines"),
     "optim.schedule": ("linear", "constant"),
     "train.precision": ("auto", "fp32", "bf16", "fp16"),
 }
+
+
+# No setting needs more; larger ones only overflow somewhere later (step counts, numpy arrays).
+MAX_INTEGER = 2**53
+
+
+def is_finite(value: int | float) -> bool:
+    """math.isfinite that says False for an int too large for a float (instead of raising)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)`` for a message, cut short: a 5,000-digit number or a long text stays readable."""
+    if isinstance(value, int) and value.bit_length() > 300:  # repr of a 4,300-digit int even raises
+        return f"a number of about {int(value.bit_length() * 0.30103) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 def _type_name(tp: Any) -> str:
@@ -164,15 +197,17 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         value = _number(value)  # YAML 1.1 reads 1e3 and 1e-5 as strings
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{key}: expected a number, got {value!r}")
-        if not math.isfinite(value):
-            raise ConfigError(f"{key}: expected a finite number, got {value!r}")
+            raise ConfigError(f"{key}: expected a number, got {_shown(value)}")
+        if not is_finite(value):
+            raise ConfigError(f"{key}: expected a finite number, got {_shown(value)}")
         return float(value)
     if tp is int:
         if isinstance(value, float) and value.is_integer():
-            return int(value)  # 1e3 from YAML or the command line
+            value = int(value)  # 1e3 from YAML or the command line
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+            raise ConfigError(f"{key}: expected an integer, got {_shown(value)}")
+        if abs(value) >= MAX_INTEGER:
+            raise ConfigError(f"{key}: {_shown(value)} is too large (at most 2**53 - 1)")
         return value
     if tp is bool:
         if not isinstance(value, bool):
@@ -196,8 +231,9 @@ _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
 def _number(text: str) -> float | int | str:
-    """A number written as text ("1e3", "3.0e-5", "7"), or the text unchanged (nan, inf, names)."""
-    if not _NUMBER.fullmatch(text.strip()):
+    """A number written as text ("1e3", "3.0e-5", "7"), or the text unchanged (nan, inf, names, and
+    digit strings too long for Python to convert)."""
+    if len(text) > 1000 or not _NUMBER.fullmatch(text.strip()):
         return text
     return int(text) if text.strip().lstrip("+-").isdigit() else float(text)
 
@@ -218,6 +254,7 @@ def validate(config: Config) -> Config:
     """Reject impossible values; every message names the key and what is allowed."""
     from cselab.model.poolers import POOLERS
 
+    _check_plain_data(config.to_dict())
     for key, allowed in {**CHOICES, "model.pooler": ("auto", *POOLERS.names())}.items():
         section, name = key.split(".")
         value = getattr(getattr(config, section), name)
@@ -229,15 +266,20 @@ def validate(config: Config) -> Config:
         ("optim.warmup_ratio", 0 <= config.optim.warmup_ratio < 1, "must be in [0, 1)"),
         ("optim.max_grad_norm", config.optim.max_grad_norm >= 0, "must be >= 0 (0 disables clipping)"),
         ("optim.batch_size", config.optim.batch_size >= 2, "must be >= 2 (in-batch negatives need two sentences)"),
-        ("optim.epochs", config.optim.epochs >= 1, "must be >= 1"),
+        ("optim.epochs", 1 <= config.optim.epochs <= 1_000_000, "must be in [1, 1000000]"),
         ("optim.max_steps", config.optim.max_steps is None or config.optim.max_steps >= 1, "must be >= 1 or null"),
         ("optim.grad_cache_chunk", config.optim.grad_cache_chunk is None or config.optim.grad_cache_chunk >= 1,
          "must be >= 1 or null"),
         ("data.length_grouping", config.data.length_grouping >= 0, "must be >= 0 (0 turns it off)"),
+        ("data.validation_fraction", 0 <= config.data.validation_fraction < 0.5, "must be in [0, 0.5)"),
+        ("data.document_boundaries", config.data.document_boundaries == "none" or config.data.packing,
+         "blank_lines applies to packed blocks; set data.packing: true"),
         ("model.max_seq_len", config.model.max_seq_len >= 4, "must be >= 4"),
         ("train.eval_steps", config.train.eval_steps >= 0, "must be >= 0 (0 disables evaluation)"),
         ("train.save_steps", config.train.save_steps >= 0, "must be >= 0 (0 disables checkpoints)"),
         ("train.log_steps", config.train.log_steps >= 1, "must be >= 1"),
+        ("train.output_dir", config.train.output_dir.strip() != "", "must not be empty"),
+        ("train.keep_checkpoints", config.train.keep_checkpoints >= 1, "must be >= 1"),
         ("train.num_workers", config.train.num_workers is None or config.train.num_workers >= 0,
          "must be >= 0 or null (auto)"),
         ("train.seed", 0 <= config.train.seed < 2**32, "must be in [0, 2**32)"),
@@ -264,6 +306,7 @@ def validate(config: Config) -> Config:
     # A GPU asked for where there is none fails here, before any work.
     resolve_device(config.train.device, "train.device")
     _check_names(config)
+    _check_augmenter_params(config.views)
     _check_term_types(config.objective)
     # Loss parameters are checked against the loss classes themselves.
     from cselab.losses import check_objective
@@ -284,21 +327,82 @@ def _check_term_types(terms: list[dict]) -> None:
         signature = inspect.signature(LOSSES.get(term["name"]).__init__)
         defaults = {name: p.default for name, p in signature.parameters.items()}
         for key, value in term.items():
-            default = defaults.get(key, inspect.Parameter.empty)
-            if default is inspect.Parameter.empty or default is None:
-                continue
-            if isinstance(default, bool):
-                ok, wanted = isinstance(value, bool), "true or false"
-            elif isinstance(default, (int, float)):
-                ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-                ok = ok and (isinstance(value, int) or not isinstance(default, int))
-                wanted = "an integer" if isinstance(default, int) else "a finite number"
-            elif isinstance(default, str):
-                ok, wanted = isinstance(value, str), "a string"
-            else:
-                continue
-            if not ok:
-                raise ConfigError(f"objective[{i}].{key}: expected {wanted}, got {value!r}")
+            wanted = _wrong_type(value, defaults.get(key, inspect.Parameter.empty))
+            if wanted:
+                raise ConfigError(f"objective[{i}].{key}: expected {wanted}, got {_shown(value)}")
+
+
+def _wrong_type(value: Any, default: Any) -> str | None:
+    """What a parameter should be when ``value`` has not the type of its ``default`` (None: fine, or
+    nothing to compare with)."""
+    if isinstance(default, bool):
+        return None if isinstance(value, bool) else "true or false"
+    if isinstance(default, (int, float)):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and is_finite(value)
+        ok = ok and (isinstance(value, int) or not isinstance(default, int))
+        return None if ok else ("an integer" if isinstance(default, int) else "a finite number")
+    if isinstance(default, str):
+        return None if isinstance(value, str) else "a string"
+    return None
+
+
+def _check_augmenter_params(views: ViewsConfig) -> None:
+    """Each augmenter's parameters against its constructor: known names, required ones present, the
+    types of the defaults (a bad value such as a ratio of 5 is left to the augmenter itself)."""
+    roles = [("views.anchor", views.anchor, views.anchor_params, "identity"),
+             ("views.positive", views.positive, views.positive_params, "dropout"),
+             ("views.negative", views.negative, views.negative_params, "none")]
+    for key, name, params, builtin in roles:
+        if name != builtin:
+            _check_params(f"{key}_params", name, params)
+    for name, params in views.label_params.items():
+        if name not in views.label:
+            raise ConfigError(f"views.label_params.{name}: not one of views.label ({', '.join(map(str, views.label))})")
+        if not isinstance(params, dict):
+            raise ConfigError(f"views.label_params.{name}: expected a mapping of parameters, got {_shown(params)}")
+        _check_params(f"views.label_params.{name}", name, params)
+    for name in views.label:
+        if name not in views.label_params:
+            _check_params(f"views.label[{name}]", name, {})
+
+
+def _check_params(key: str, name: str, params: dict) -> None:
+    import inspect
+
+    from cselab.augment import AUGMENTERS
+
+    parameters = inspect.signature(AUGMENTERS.get(name)).parameters.values()
+    named = {p.name: p for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+        for param in params:
+            if param not in named:
+                raise ConfigError(f"{key}.{param}: unknown parameter of augmenter {name!r} "
+                                  f"(allowed: {', '.join(named) or 'none'})")
+    missing = [p for p, spec in named.items() if spec.default is spec.empty and p not in params]
+    if missing:
+        raise ConfigError(f"{key}: augmenter {name!r} needs {', '.join(missing)}")
+    for param, value in params.items():
+        wanted = _wrong_type(value, named[param].default) if param in named else None
+        if wanted:
+            raise ConfigError(f"{key}.{param}: expected {wanted}, got {_shown(value)}")
+
+
+def _check_plain_data(value: Any, key: str = "") -> None:
+    """Every value is JSON data, as checkpoints and train_config.json store it: no dates, sets or
+    bytes (YAML tags make them), string mapping keys, finite numbers within 2**53."""
+    if isinstance(value, dict):
+        for name, item in value.items():
+            if not isinstance(name, str):
+                raise ConfigError(f"{key or 'recipe'}: mapping keys must be text, got {_shown(name)}")
+            _check_plain_data(item, f"{key}.{name}" if key else name)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_plain_data(item, f"{key}[{i}]")
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not is_finite(value) or abs(value) >= MAX_INTEGER and isinstance(value, int):
+            raise ConfigError(f"{key}: {_shown(value)} is not a finite number within 2**53")
+    elif not isinstance(value, (str, bool, type(None))):
+        raise ConfigError(f"{key}: a {type(value).__name__} is not a recipe value (quote it to make it text)")
 
 
 def _check_names(config: Config) -> None:
@@ -327,8 +431,12 @@ def _check_names(config: Config) -> None:
 def recipe_path(recipe: str) -> Path:
     """A recipe name shipped with cselab, or a path to a YAML file."""
     path = Path(recipe)
-    if path.suffix in (".yaml", ".yml") or path.exists():
-        if not path.is_file():
+    try:
+        exists, is_file = path.exists(), path.is_file()
+    except (OSError, ValueError) as exc:  # a name too long to look up, a NUL byte
+        raise ConfigError(f"recipe: cannot use {_shown(recipe)} as a file name ({exc})") from None
+    if path.suffix in (".yaml", ".yml") or exists:
+        if not is_file:
             raise ConfigError(f"recipe: file not found: {recipe}")
         return path
     shipped = RECIPE_DIR / f"{recipe}.yaml"
@@ -360,30 +468,52 @@ def safe_yaml(text: str, source: str):
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: invalid YAML: {str(exc).splitlines()[0]}") from None
+    except YAML_VALUE_ERRORS as exc:
+        raise ConfigError(f"{source}: invalid YAML value ({type(exc).__name__}: {exc})") from None
+
+
+# What PyYAML's constructors raise besides YAMLError: a date like 2001-13-01, `!!int x`,
+# `!!timestamp x`, a number with more digits than Python converts; nesting deeper than the stack.
+YAML_VALUE_ERRORS = (ValueError, TypeError, AttributeError, OverflowError, RecursionError)
+
+
+def _recipe_text(path: Path) -> str:
+    """The recipe file as text: UTF-8 (a BOM is dropped); anything else names the file and line."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"recipe {path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"recipe {path}:{line}: not valid UTF-8 (byte 0x{data[exc.start]:02X}); "
+                          f"save the recipe as UTF-8") from None
 
 
 def _read_recipe(recipe: str, seen: tuple = ()) -> dict:
     path = recipe_path(recipe)
-    data = safe_yaml(path.read_text(encoding="utf-8"), f"recipe {path}") or {}
+    if path.resolve() in seen:
+        raise ConfigError(f"recipe {path}: circular inherit of {recipe!r}")
+    data = safe_yaml(_recipe_text(path), f"recipe {path}")
+    data = {} if data is None else data
     if not isinstance(data, dict):
         raise ConfigError(f"recipe {path}: top level must be a mapping")
     parent = data.pop("inherit", None)
     if parent is None:
         return data
     if not isinstance(parent, str):
-        raise ConfigError(f"recipe {path}: inherit: expected a recipe name or path, got {parent!r}")
+        raise ConfigError(f"recipe {path}: inherit: expected a recipe name or path, got {_shown(parent)}")
     if Path(parent).suffix in (".yaml", ".yml") and not Path(parent).is_absolute():
         parent = str(path.parent / parent)  # a recipe file's parent file is found next to it
-    if parent in seen:
-        raise ConfigError(f"recipe {path}: circular inherit of {parent!r}")
-    merged = _read_recipe(parent, seen + (recipe,))
+    merged = _read_recipe(parent, seen + (path.resolve(),))
     _deep_merge(merged, data)
     return merged
 
 
 def _deep_merge(into: dict, update: dict) -> None:
     for key, value in update.items():
-        if isinstance(value, dict) and isinstance(into.get(key), dict) and not key.endswith("params"):
+        if isinstance(value, dict) and isinstance(into.get(key), dict) and not str(key).endswith("params"):
             _deep_merge(into[key], value)
         else:
             into[key] = value
@@ -396,8 +526,8 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     refuse_aliases(raw, f"--set {key.strip()}")
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
+    except (yaml.YAMLError, *YAML_VALUE_ERRORS):
+        value = raw  # not YAML: the text itself (its type is checked like any value)
     # YAML 1.1 reads "1e-5" as a string; numbers are what users mean.
     if isinstance(value, str):
         value = _number(value)

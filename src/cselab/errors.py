@@ -1,13 +1,25 @@
 """Errors that explain themselves in one line (the command line prints them without a traceback)."""
 from __future__ import annotations
 
+import re
+
+# Line breaks (str.splitlines() knows more than \n: \x0c, \x1e, \x85, \u2028, ...) and other control
+# characters; a tab stays.
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def single_line(text: str) -> str:
+    """``text`` with line breaks and control characters written as escapes (``\\n``, ``\\x1e``): a
+    message quoting user input stays one line and cannot move a terminal's cursor."""
+    return _CONTROL.sub(lambda match: repr(match.group())[1:-1], text)
+
 
 class ConfigError(ValueError):
     """A recipe, an override or a command-line choice is invalid; the message names the key."""
 
     def __init__(self, message: str):
         # A key or value typed with a newline in it must not break the one-line message.
-        super().__init__(str(message).replace("\r", "\\r").replace("\n", "\\n"))
+        super().__init__(single_line(str(message)))
 
 
 class TrainingError(RuntimeError):
@@ -27,3 +39,8 @@ class UnknownNameError(KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+def counted(number: int, noun: str, plural: str | None = None) -> str:
+    """``1 augmenter``, ``2 augmenters``: a count with its noun in the right number, for messages."""
+    return f"{number} {noun if number == 1 else (plural or noun + 's')}"

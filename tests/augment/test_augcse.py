@@ -18,11 +18,6 @@ _built: dict[str, object] = {}
 def aug(name: str, **params):
     key = name + repr(sorted(params.items()))
     if key not in _built:
-        if name == "adjective_antonym_switch":
-            from cselab.augment import wordnet
-
-            if not wordnet.available():
-                pytest.skip("WordNet is not installed (apt-get install wordnet-base wordnet-sense-index)")
         _built[key] = build_augmenter(name, **params)
     return _built[key]
 

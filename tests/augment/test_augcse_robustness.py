@@ -26,11 +26,6 @@ _built: dict[str, object] = {}
 
 def get(name: str):
     if name not in _built:
-        if name == "adjective_antonym_switch":
-            from cselab.augment import wordnet
-
-            if not wordnet.available():
-                pytest.skip("WordNet is not installed (apt-get install wordnet-base wordnet-sense-index)")
         _built[name] = build_augmenter(name)
     return _built[name]
 

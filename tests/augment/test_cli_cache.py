@@ -1,5 +1,6 @@
 """`cselab augment` writes a resumable jsonl cache that the `cached` augmenter reads."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -107,3 +108,129 @@ def test_resume_with_another_seed_is_refused(tmp_path, capsys):
     assert main(["augment", "--aug", "eda_random_swap", "--in", str(corpus), "--out", str(out), "--seed", "1"]) == 0
     assert main(["augment", "--aug", "eda_random_swap", "--in", str(corpus), "--out", str(out), "--seed", "2",
                  "--overwrite"]) == 0
+
+
+# --- caches `cached` builds itself for the training corpus (no `path`) ------------------------------
+
+SENTENCES = [f"The cat number {i} sat on the mat near the river ." for i in range(25)]
+
+
+@pytest.fixture
+def cache_home(tmp_path, monkeypatch):
+    """A fresh $CSELAB_CACHE, and a working directory elsewhere: nothing may land in the latter."""
+    home = tmp_path / "cache-home"
+    monkeypatch.setenv("CSELAB_CACHE", str(home))
+    workdir = tmp_path / "workdir"
+    workdir.mkdir()
+    monkeypatch.chdir(workdir)
+    return home
+
+
+@pytest.fixture
+def crop_calls(monkeypatch):
+    """Every batch of sentences random_crop is asked to augment."""
+    from cselab.augment.lexical import RandomCrop
+
+    calls: list[list[str]] = []
+    original = RandomCrop.augment
+
+    def counting(self, sentences, seed):
+        calls.append(list(sentences))
+        return original(self, sentences, seed)
+
+    monkeypatch.setattr(RandomCrop, "augment", counting)
+    return calls
+
+
+def test_cached_builds_its_cache_on_first_fit_and_a_second_run_reuses_it(cache_home, crop_calls, monkeypatch):
+    first = build_augmenter("cached", augmenter={"name": "random_crop"}, chunk_size=4).fit(SENTENCES)
+    assert [len(call) for call in crop_calls] == [4] * 6 + [1]  # in chunks, each sentence once
+    expected = build_augmenter("random_crop").augment(SENTENCES, 0)
+    assert [r["augmented"] for r in records(first.cache_file)] == expected
+    assert first.cache_file.parent == cache_home / "augmented"  # not below the working directory
+    assert not any(Path.cwd().iterdir())
+    crop_calls.clear()
+    second = build_augmenter("cached", augmenter={"name": "random_crop"}, chunk_size=4).fit(SENTENCES)
+    assert second.cache_file == first.cache_file and not crop_calls  # read, not augmented again
+    assert second.augment(SENTENCES[:3], seed=9) == expected[:3] and not crop_calls
+    assert sorted(second.augmented_texts()) == sorted(expected)
+
+
+def test_the_cache_is_keyed_by_corpus_content_augmenter_parameters_and_seed(cache_home):
+    from cselab.augment.cache import spec_digest
+
+    def file_for(corpus, **params):
+        return build_augmenter("cached", augmenter={"name": "random_crop", **params}, **{}).fit(corpus).cache_file
+
+    base = file_for(SENTENCES)
+    assert file_for(list(SENTENCES)) == base  # the same sentences, another list
+    assert file_for(SENTENCES[:-1] + ["Another last sentence ."]) != base
+    assert file_for(SENTENCES, ratio=0.3) != base
+    assert spec_digest({"name": "x", "num_threads": 2, "progress": True}, 0) == spec_digest({"name": "x"}, 0)
+    assert spec_digest({"name": "x"}, 1) != spec_digest({"name": "x"}, 0)
+    assert spec_digest({"name": "x", "ratio": 0.3}, 0) != spec_digest({"name": "x"}, 0)
+
+
+def test_a_killed_build_resumes_after_the_last_complete_chunk(cache_home, crop_calls, monkeypatch):
+    from cselab.augment.lexical import RandomCrop
+
+    counting = RandomCrop.augment
+
+    def killed_at_the_third_chunk(self, sentences, seed):
+        if len(crop_calls) == 2:
+            raise KeyboardInterrupt
+        return counting(self, sentences, seed)
+
+    monkeypatch.setattr(RandomCrop, "augment", killed_at_the_third_chunk)
+    with pytest.raises(KeyboardInterrupt):
+        build_augmenter("cached", augmenter="random_crop", chunk_size=4).fit(SENTENCES)
+    (part,) = (cache_home / "augmented").glob("*.jsonl.part")
+    assert len(records(part)) == 8 and not list((cache_home / "augmented").glob("*.jsonl"))
+    with open(part, "a", encoding="utf-8") as handle:
+        handle.write('{"original": "The cat num')  # as if killed inside a write
+    monkeypatch.setattr(RandomCrop, "augment", counting)
+    crop_calls.clear()
+    resumed = build_augmenter("cached", augmenter="random_crop", chunk_size=4).fit(SENTENCES)
+    assert [s for call in crop_calls for s in call] == SENTENCES[8:]  # only what was missing
+    assert [r["original"] for r in records(resumed.cache_file)] == SENTENCES
+    assert [r["augmented"] for r in records(resumed.cache_file)] == build_augmenter("random_crop").augment(SENTENCES, 0)
+    assert not part.exists()
+
+
+def test_outputs_made_for_another_corpus_are_reused(cache_home, crop_calls):
+    build_augmenter("cached", augmenter="random_crop").fit(SENTENCES)
+    crop_calls.clear()
+    other = SENTENCES[:10] + ["A dog number 1 ran in the park today .", "A dog number 2 ran in the park today ."]
+    cached = build_augmenter("cached", augmenter="random_crop").fit(other)
+    assert [s for call in crop_calls for s in call] == other[10:]
+    assert len(records(cached.cache_file)) == 12
+
+
+def test_a_list_of_augmenters_uses_the_first_that_runs_here(cache_home, tmp_path, monkeypatch):
+    from cselab.augment.base import AugmenterUnavailable
+    from cselab.augment.lexical import EdaRandomSwap
+
+    missing_model = {"name": "paraphrase", "model": str(tmp_path / "no-model-here")}
+    with pytest.warns(UserWarning, match="paraphrase is not available"):
+        cached = build_augmenter("cached", augmenter=[missing_model, "random_crop"]).fit(SENTENCES)
+    assert cached.cache_file.name.startswith("random_crop-")
+    swap = build_augmenter("cached", augmenter=["eda_random_swap", "random_crop"]).fit(SENTENCES)
+    assert swap.cache_file.name.startswith("eda_random_swap-")
+
+    def unavailable(self, *args, **kwargs):
+        raise AugmenterUnavailable("gone")
+
+    monkeypatch.setattr(EdaRandomSwap, "__init__", unavailable)
+    again = build_augmenter("cached", augmenter=["eda_random_swap", "random_crop"]).fit(SENTENCES)
+    assert again.cache_file == swap.cache_file  # complete: read without building the augmenter
+    with pytest.raises(AugmenterUnavailable, match="gone"):
+        build_augmenter("cached", augmenter="eda_random_swap").fit(SENTENCES[:5])
+
+
+def test_cached_needs_a_path_or_an_augmenter():
+    with pytest.raises(ValueError, match="needs 'path'"):
+        build_augmenter("cached")
+    with pytest.raises(ValueError, match="chunk_size"):
+        build_augmenter("cached", augmenter="random_crop", chunk_size=0)
+    with pytest.raises(RuntimeError, match="fit"):
+        build_augmenter("cached", augmenter="random_crop").augmented_texts()

@@ -104,3 +104,132 @@ def test_wordnet_rules(wordnet_ready):
     inserted = build_augmenter("eda_random_insertion").augment([sentence], seed=0)[0]
     assert len(tokenize(inserted)) > len(tokenize(sentence))
     assert build_augmenter("eda_random_insertion").augment(["of the and"], seed=0) == ["of the and"]
+
+
+# --- CLEAR on a model's tokens (level: token, the clear-* recipes) ----------------------------------
+
+# Words WordPiece cuts into several pieces ("unbelievably" -> un ##bel ##ie ##va ##bly) among whole ones.
+PIECES = ("The unbelievably talented photographers repeatedly overexposed their photographs near "
+          "Constantinople, but nobody noticed the irregularities until afterwards.")
+
+
+@pytest.fixture(scope="module")
+def splitter():
+    from cselab.augment.tokenize import DEFAULT_TOKENIZER, load_splitter
+
+    return load_splitter(DEFAULT_TOKENIZER, ("[DEL]",))
+
+
+def piece_texts(splitter, text):
+    return [piece.text for piece in splitter.split([text])[0]]
+
+
+def test_token_level_counts_the_tokenizers_pieces_not_words(splitter):
+    pieces = piece_texts(splitter, PIECES)
+    assert len(pieces) > len(tokenize(PIECES)) + 5  # many words are several pieces
+    out = build_augmenter("clear_word_deletion", level="token").augment([PIECES], seed=0)[0]
+    kept = [t for t in piece_texts(splitter, out) if t != "[DEL]"]
+    # round(0.7 n) of the n pieces deleted; a kept piece that lost its left neighbour is written as
+    # a word start and may be cut again (##ie -> ie): within a few pieces of 30%.
+    assert abs(len(kept) - (len(pieces) - round(0.7 * len(pieces)))) <= 3
+    words = build_augmenter("clear_word_deletion", level="word").augment([PIECES], seed=0)[0]
+    n = len(tokenize(PIECES))
+    assert len([t for t in tokenize(words) if t != "[DEL]"]) == n - round(0.7 * n)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_token_deletion_ratio_within_tolerance_and_placeholders_merged(splitter, seed):
+    sentences = [PIECES, LONG, "a b c d e f g h i j", "Don't stop believing, São Paulo's café!"]
+    for name, params in [("clear_word_deletion", {}), ("clear_span_deletion", {}),
+                         ("clear_word_deletion", {"ratio": 0.3})]:
+        for sentence, out in zip(sentences, build_augmenter(name, level="token", **params).augment(sentences, seed),
+                                 strict=True):
+            pieces = piece_texts(splitter, out)
+            assert "[DEL]" in pieces and out != sentence
+            assert not any(a == b == "[DEL]" for a, b in zip(pieces, pieces[1:], strict=False)), out
+            if name == "clear_word_deletion":
+                n = len(piece_texts(splitter, sentence))
+                kept = len([p for p in pieces if p != "[DEL]"])
+                assert abs(kept - (n - round(params.get("ratio", 0.7) * n))) <= max(2, 0.1 * n), (sentence, out)
+
+
+def test_token_deletion_merges_with_a_placeholder_already_there(splitter):
+    deletion = build_augmenter("clear_word_deletion", level="token", ratio=0.5)
+    text = "one [DEL] two three [DEL] four five six seven eight nine ten"
+    for seed in range(20):
+        pieces = piece_texts(splitter, deletion.augment([text], seed)[0])
+        assert not any(a == b == "[DEL]" for a, b in zip(pieces, pieces[1:], strict=False))
+
+
+def test_token_reordering_keeps_the_multiset_of_tokens(splitter):
+    reorder = build_augmenter("clear_reorder", level="token", span_ratio=0.1)
+    whole_words = " ".join(f"word{i}" if i % 3 else "the" for i in range(60))
+    for seed in range(5):
+        out = reorder.augment([whole_words], seed)[0]
+        assert out != whole_words
+        assert Counter(piece_texts(splitter, out)) == Counter(piece_texts(splitter, whole_words))
+        # Pieces of longer words move alone: the same characters, in another order.
+        moved = reorder.augment([PIECES], seed)[0]
+        assert sorted(moved.replace(" ", "")) == sorted(PIECES.replace(" ", ""))
+
+
+@pytest.mark.parametrize("name", ["clear_word_deletion", "clear_span_deletion", "clear_reorder"])
+def test_token_level_is_deterministic_per_seed_and_independent_of_the_batch(name, sample_sentences):
+    aug = build_augmenter(name, level="token")
+    alone = [aug.augment([s], seed=7)[0] for s in sample_sentences]
+    assert aug.augment(sample_sentences, seed=7) == alone
+    assert aug.augment(list(reversed(sample_sentences)), seed=7) == list(reversed(alone))
+    assert build_augmenter(name, level="token").augment(sample_sentences, seed=7) == alone  # a fresh instance
+    assert aug.augment(sample_sentences, seed=8) != alone
+    assert aug.augment(["", "   ", "Hello"], seed=1) == ["", "   ", "Hello"]
+
+
+def test_placeholder_stays_one_token_for_the_encoder(tiny_encoder):
+    assert tiny_encoder.add_special_tokens(("[DEL]",)) == ["[DEL]"]
+    deletion = build_augmenter("clear_word_deletion", level="token")
+    deletion.use_tokenizer(tiny_encoder.tokenizer)  # as the training loop does
+    out = deletion.augment([PIECES], seed=1)[0]
+    ids = tiny_encoder.tokenizer(out, add_special_tokens=False)["input_ids"]
+    tokens = tiny_encoder.tokenizer.convert_ids_to_tokens(ids)
+    assert tokens.count("[DEL]") == out.count("[DEL]") > 0
+    assert "del" not in tokens  # never cut into "[", "del", "]"
+    assert deletion.splitter().tokenizer is tiny_encoder.tokenizer  # it has [DEL] already: used as it is
+
+
+def test_use_tokenizer_never_changes_the_encoders_tokenizer(tiny_encoder):
+    vocabulary = len(tiny_encoder.tokenizer)
+    reorder = build_augmenter("clear_reorder", level="token")
+    reorder.use_tokenizer(tiny_encoder.tokenizer)  # lacks [DEL]: the splitter adds it to a copy
+    assert len(tiny_encoder.tokenizer) == vocabulary and "[DEL]" not in tiny_encoder.tokenizer.get_vocab()
+    assert "[DEL]" in reorder.splitter().tokenizer.get_vocab()
+
+
+def test_word_level_ignores_the_tokenizer_and_token_level_rejects_bad_values():
+    assert build_augmenter("clear_word_deletion", tokenizer="/no/such/dir").augment([LONG], 0)[0] != LONG
+    with pytest.raises(ValueError, match="clear_reorder: level"):
+        build_augmenter("clear_reorder", level="subword")
+    with pytest.raises(ValueError, match="/no/such/dir"):
+        build_augmenter("clear_reorder", level="token", tokenizer="/no/such/dir")  # when built, not in a worker
+
+
+def test_token_level_substitution_replaces_whole_words_only(wordnet_ready, splitter):
+    subs = build_augmenter("clear_synonym_substitution", level="token")
+    text = "The unbelievably happy child bought a new car and a large house."
+    changed = 0
+    for seed in range(10):
+        out = subs.augment([text], seed)[0]
+        changed += out != text
+        assert "unbelievably" in out  # its pieces (un, ##bel, ...) are not words of their own
+    assert changed >= 8
+
+
+def test_the_views_hand_the_encoders_tokenizer_to_every_clear_step(tiny_encoder):
+    from cselab.config import load_config
+    from cselab.data.views import ViewBuilder
+
+    views = ViewBuilder(load_config("clear-subs-del-span").views, ["a sentence", "another one"], seed=0)
+    tiny_encoder.add_special_tokens(views.special_tokens)
+    views.use_tokenizer(tiny_encoder.tokenizer)  # what the training loop does once the encoder has [DEL]
+    steps = [a for a in views.augmenters if getattr(a, "level", None) == "token"]
+    assert len(steps) == 4  # substitution and span deletion, for the anchor and the positive
+    assert all(step.splitter().tokenizer is tiny_encoder.tokenizer for step in steps)

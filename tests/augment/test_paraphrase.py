@@ -61,3 +61,20 @@ def test_bad_parameters_and_missing_model(tiny_seq2seq, tmp_path):
         build_augmenter("paraphrase", model=tiny_seq2seq, pick="best")
     with pytest.raises(AugmenterUnavailable, match="could not be loaded"):
         build_augmenter("paraphrase", model=str(tmp_path / "no-such-model"))
+
+
+def test_a_positives_cache_prefers_the_paraphraser_when_its_model_loads(tiny_seq2seq, tmp_path, monkeypatch):
+    """una-paraphrase's PEGASUS-when-available list: the first entry that runs builds the cache."""
+    from cselab.augment.translate import BackTranslation
+
+    def never(self, *args, **kwargs):
+        raise AssertionError("back_translation was built although the paraphraser runs")
+
+    monkeypatch.setattr(BackTranslation, "__init__", never)
+    monkeypatch.setenv("CSELAB_CACHE", str(tmp_path / "cache-home"))
+    corpus = [s for s in SENTENCES if s.strip()]
+    paraphraser = {"name": "paraphrase", "model": tiny_seq2seq, "num_beams": 2, "max_length": 12}
+    cached = build_augmenter("cached", augmenter=[paraphraser, "back_translation"]).fit(corpus)
+    assert cached.cache_file.name.startswith("paraphrase-")
+    expected = build_augmenter("paraphrase", model=tiny_seq2seq, num_beams=2, max_length=12).augment(corpus, 0)
+    assert cached.augment(corpus, seed=3) == expected

@@ -62,16 +62,41 @@ def aa(text: str, auxiliary: str, seed: int = 0) -> str:
 def test_pi_rule1_comma_before_subordinate_clause():
     assert punctuation_insertion(doc("The man who lives next door is a doctor."), rng(), "subordinate_clause") \
         == "The man, who lives next door is a doctor."
-    # A clause that opens the sentence gets no comma in front of it (nothing to separate).
     assert punctuation_insertion(doc("She is happy."), rng(), "subordinate_clause") == "She is happy."
+
+
+@pytest.mark.parametrize("text, expected", [
+    # Rule (1) puts the comma "between the main clause and the subordinate clause": after a clause
+    # that comes first, never in front of the sentence.
+    ("When I came home the dog was asleep.", "When I came home, the dog was asleep."),
+    ("Although it rained we went out.", "Although it rained, we went out."),
+    ("Although it rained, we went out.", "Although it rained, we went out."),  # already separated
+])
+def test_pi_rule1_comma_after_a_leading_subordinate_clause(text, expected):
+    assert {punctuation_insertion(doc(text), rng(seed), "subordinate_clause") for seed in range(6)} == {expected}
 
 
 def test_pi_rule2_comma_after_or_quotes_around_noun_subject():
     text = "The old man reads a book."
     outputs = {punctuation_insertion(doc(text), rng(seed), "noun_subject") for seed in range(12)}
     assert outputs == {"The old man, reads a book.", '"The old man" reads a book.'}
-    # A pronoun is not a noun subject.
-    assert punctuation_insertion(doc("She reads a book."), rng(), "noun_subject") == "She reads a book."
+
+
+@pytest.mark.parametrize("text, expected", [
+    # The noun subject is the parser's nominal subject (nsubj): pronoun and determiner heads count.
+    ("She reads a book.", {"She, reads a book.", '"She" reads a book.'}),
+    ("Some of the residents left.", {"Some of the residents, left.", '"Some of the residents" left.'}),
+    # A relative pronoun is no noun: only the sentence's own subject is framed.
+    ("The man who lives next door is a doctor.",
+     {"The man who lives next door, is a doctor.", '"The man who lives next door" is a doctor.'}),
+    ("Which is better?", {"Which is better?"}),
+    # The paper's Table 1 (its PI example is the comma after the noun subject).
+    ("A shareholder may transfer its Shares only with the prior written consent of the Company.",
+     {"A shareholder, may transfer its Shares only with the prior written consent of the Company.",
+      '"A shareholder" may transfer its Shares only with the prior written consent of the Company.'}),
+])
+def test_pi_rule2_noun_subject_is_the_nominal_subject(text, expected):
+    assert {punctuation_insertion(doc(text), rng(seed), "noun_subject") for seed in range(12)} == expected
 
 
 def test_pi_rule2_never_quotes_across_brackets():
@@ -95,10 +120,29 @@ def test_pi_rule4_final_exclamation():
     assert punctuation_insertion(doc("She is happy"), rng(), "final_exclamation") == "She is happy"
 
 
+@pytest.mark.parametrize("text, expected", [
+    # Algorithm 1, lines 16-22: whatever punctuation ends the sentence becomes '!' ...
+    ("The winners were:", "The winners were!"),
+    ("He won the cup;", "He won the cup!"),
+    # ... also inside closing quotes or brackets, which stay balanced ...
+    ('He said "go home."', 'He said "go home!"'),
+    ("(He left.)", "(He left!)"),
+    ("He was born in the U.S. (Ohio).", "He was born in the U.S. (Ohio)!"),
+    # ... and a full stop that a closing abbreviation absorbed is kept, '!' appended.
+    ("He joined the Y.M.C.A.", "He joined the Y.M.C.A.!"),
+    # No final mark (line 24), or a symbol rather than a mark: unchanged.
+    ("It rose 5%", "It rose 5%"),
+    ("He moved (in 1990)", "He moved (in 1990)"),
+    ("YMCA in South Australia", "YMCA in South Australia"),
+])
+def test_pi_rule4_final_mark_inside_closers_and_after_abbreviations(text, expected):
+    assert punctuation_insertion(doc(text), rng(), "final_exclamation") == expected
+
+
 def test_pi_ordered_takes_the_first_rule_that_applies():
     pi = aug("sda_punctuation", rule_choice="ordered")
     assert pi.augment(["The man who lives next door is a doctor."], 0) == ["The man, who lives next door is a doctor."]
-    assert pi.augment(["She is happy."], 0) == ["She is happy!"]  # rules 1-3 cannot apply
+    assert pi.augment(["Happy days."], 0) == ["Happy days!"]  # rules 1-3 cannot apply
 
 
 def test_pi_random_draws_each_rule_across_seeds():
@@ -110,15 +154,19 @@ def test_pi_random_draws_each_rule_across_seeds():
     assert len(outputs) >= 4
 
 
+CLOSERS = "\"'”’)]}"
+
+
 def _only_insertions(before: str, after: str) -> bool:
-    """Everything of ``before`` survives in order, byte for byte (a final mark may become '!')."""
+    """Everything of ``before`` survives in order, byte for byte (the final mark, possibly inside
+    closing quotes or brackets, may become '!')."""
     ops = difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
     for op, _i1, i2, j1, j2 in ops:
         if op == "insert":
             continue
         if op == "equal":
             continue
-        if op == "replace" and i2 == len(before.rstrip()) and after[j1:j2] == "!":
+        if op == "replace" and not before[i2:].rstrip().strip(CLOSERS) and after[j1:j2] == "!":
             continue
         return False
     return True
@@ -209,12 +257,22 @@ def test_single_negation(text, expected):
     ("He does not like apples.", "Not he does like apples."),
     ("He wants to go home.", "He does not want not to go home."),
     ("John has gone home.", "Not John has not gone home."),
+    ("The film was released in 2017.", "Not the film was not released in 2017."),
+    ("She is not happy.", "Not she is happy."),
+    # Every auxiliary counts (Algorithm 3, line 10); "not" goes before a non-finite one.
+    ("He confessed to having taken the money.", "He did not confess to not having taken the money."),
+    ("Having won the title, they went home.", "Not having won the title, they did not go home."),
+    ("To be honest, he left.", "Not to be honest, he did not leave."),
 ])
 def test_double_negation_paper(text, expected):
     assert double_negation_paper(doc(text)) == expected
 
 
-@pytest.mark.parametrize("text", ["She is happy.", "He went home.", "Hello"])
+@pytest.mark.parametrize("text", [
+    "He went home.", "Is she happy?", "There was no census in 1850.", "Hello",
+    # A copula ROOT is labelled ROOT, not aux: it takes Algorithm 3's ROOT step ("Not") only.
+    "She is happy.", "I'm hungry.", "Having won the title, they were happy.",
+])
 def test_double_negation_paper_unchanged_when_only_one_negation_fits(text):
     assert double_negation_paper(doc(text)) == text
 

@@ -1,43 +1,56 @@
-"""Installing Debian's WordNet for NLTK, and the cached look-ups."""
+"""The WordNet shipped with cselab: unpacking it for NLTK, and the cached look-ups."""
 import os
+import tarfile
 from pathlib import Path
 
 import pytest
 
+from cselab import wordnet_data
 from cselab.augment import build_augmenter, wordnet
 from cselab.augment.base import AugmenterUnavailable
 
 
-def test_lexnames_is_the_standard_45_line_list():
-    lines = wordnet.lexnames_text().splitlines()
-    assert len(lines) == 45
-    assert lines[0].split() == ["00", "adj.all", "3"] and lines[44].split() == ["44", "adj.ppl", "3"]
-    assert lines[3].split() == ["03", "noun.Tops", "1"] and lines[29].split() == ["29", "verb.body", "2"]
-    assert [int(line.split()[0]) for line in lines] == list(range(45))
+def test_the_archive_holds_the_database_lexnames_and_licence():
+    with tarfile.open(wordnet_data.PACKED_ARCHIVE, "r:xz") as archive:
+        names = {member.name for member in archive.getmembers() if member.isfile()}
+        lexnames = archive.extractfile("wordnet/lexnames").read().decode().splitlines()
+        licence = archive.extractfile("wordnet/LICENSE").read().decode()
+    assert names == {f"wordnet/{name}" for name in (*wordnet_data.DATABASE_FILES, "lexnames", "LICENSE")}
+    assert len(lexnames) == 45 and [int(line.split()[0]) for line in lexnames] == list(range(45))
+    assert lexnames[3].split() == ["03", "noun.Tops", "1"] and lexnames[44].split() == ["44", "adj.ppl", "3"]
+    assert "WordNet 3.0 Copyright 2006 by Princeton University" in licence
 
 
-def test_missing_debian_files_explain_the_install(tmp_path):
-    with pytest.raises(AugmenterUnavailable, match="apt-get install wordnet-base wordnet-sense-index"):
-        wordnet.setup_wordnet(tmp_path / "root", source=tmp_path / "nowhere")
+def test_unpack_is_atomic_idempotent_and_needs_no_system_files(tmp_path):
+    target = wordnet.setup_wordnet(tmp_path)
+    assert target == tmp_path / "corpora" / "wordnet"
+    assert wordnet_data.is_complete(target)
+    assert (target / "data.noun").read_bytes().startswith(b"  1 This software and database")
+    assert not list(tmp_path.joinpath("corpora").glob(".wordnet-*"))  # no staging left behind
+    before = (target / "data.noun").stat().st_mtime_ns
+    assert wordnet.setup_wordnet(tmp_path) == target and (target / "data.noun").stat().st_mtime_ns == before
+    (target / "index.sense").unlink()  # an incomplete copy (e.g. an interrupted older install) is redone
+    assert wordnet.setup_wordnet(tmp_path) == target and wordnet_data.is_complete(target)
+
+
+@pytest.mark.skipif(not Path("/usr/share/wordnet/data.noun").is_file(), reason="Debian WordNet not installed")
+def test_the_shipped_database_is_debians_byte_for_byte(tmp_path):
+    target = wordnet.setup_wordnet(tmp_path)
+    for name in wordnet_data.DATABASE_FILES:
+        assert (target / name).read_bytes() == Path("/usr/share/wordnet", name).read_bytes(), name
+
+
+def test_a_missing_archive_is_one_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(wordnet_data, "PACKED_ARCHIVE", tmp_path / "gone.tar.xz")
+    with pytest.raises(AugmenterUnavailable, match="gone.tar.xz: the WordNet archive shipped with cselab is missing"):
+        wordnet.setup_wordnet(tmp_path / "root")
 
 
 def test_root_honours_nltk_data(monkeypatch, tmp_path):
     monkeypatch.setenv("NLTK_DATA", f"{tmp_path}{os.pathsep}/elsewhere")
-    assert wordnet.nltk_data_root() == tmp_path
+    assert wordnet_data.nltk_data_root() == tmp_path
     monkeypatch.delenv("NLTK_DATA")
-    assert wordnet.nltk_data_root() == Path("~/.cache/cselab/nltk_data").expanduser()
-
-
-@pytest.mark.skipif(not (wordnet.DEBIAN_WORDNET / "index.sense").is_file(), reason="Debian WordNet not installed")
-def test_setup_copies_the_database_and_writes_lexnames(tmp_path):
-    target = wordnet.setup_wordnet(tmp_path)
-    assert target == tmp_path / "corpora" / "wordnet"
-    for name in ("data.noun", "index.sense", "noun.exc", "cntlist.rev"):
-        assert not (target / name).is_symlink()
-        assert (target / name).read_bytes() == (wordnet.DEBIAN_WORDNET / name).read_bytes()
-    assert (target / "lexnames").read_text() == wordnet.lexnames_text()
-    assert not list(tmp_path.joinpath("corpora").glob(".wordnet-*"))  # no staging left behind
-    assert wordnet.setup_wordnet(tmp_path) == target  # idempotent
+    assert wordnet_data.nltk_data_root() == Path("~/.cache/cselab/nltk_data").expanduser()
 
 
 def test_nltk_reader_reads_the_installed_copy(wordnet_ready):
@@ -46,7 +59,6 @@ def test_nltk_reader_reads_the_installed_copy(wordnet_ready):
 
     reader = wordnet.reader()
     assert isinstance(reader, WordNetCorpusReader)
-    assert (wordnet.wordnet_dir() / "lexnames").read_text() == wordnet.lexnames_text()
     assert "car.n.01" in {s.name() for s in reader.synsets("automobile")}
     assert reader.synset("dog.n.01").lexname() == "noun.animal"
     assert reader.synset("run.v.01").lexname() == "verb.motion"

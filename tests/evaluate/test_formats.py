@@ -19,7 +19,7 @@ def test_sts_subset_skips_blank_gold_and_keeps_alignment(tmp_path):
 def test_sts_subset_length_mismatch_names_the_file(tmp_path):
     (tmp_path / "in.txt").write_text("a\tb\nc\td\n")
     (tmp_path / "gs.txt").write_text("1\n")
-    with pytest.raises(formats.DataFormatError, match="gs.txt: 1 gold lines for 2"):
+    with pytest.raises(formats.DataFormatError, match="gs.txt: 1 gold line for 2 sentence pairs"):
         formats.read_sts_subset(tmp_path / "in.txt", tmp_path / "gs.txt")
 
 

@@ -62,7 +62,11 @@ def test_tiny_sweep_trains_evaluates_aggregates_and_resumes(tmp_path, tiny_corpu
     assert len(lines) == 4 and all("training done" in line and "evaluation done" in line for line in lines)
 
     text = write_report([tmp_path / "sweep"], tmp_path / "report")["markdown"].read_text()
-    assert "| Recipe | Seeds | STS-B (dev) | SICK-R (trial) | Avg. |" in text
+    assert "| Recipe | Seeds | Precision | STS-B (dev) | SICK-R (trial) | Avg. |" in text
+    # the base model's score before training, from the training loop's summary, in the precision it ran in
+    base = next(line for line in text.splitlines() if line.startswith("| base model: randomly initialised encoder"))
+    assert "| 4 runs | fp32 (in training) |" in base
+    assert "fp32 (precision: fp32; forced) on 4 runs" in text
     assert "(plots/stsb-dev-curves.svg)" in text and "(plots/align-uniform.svg)" in text
     # the versions recorded at sweep time are the installed ones
     from importlib.metadata import version

@@ -1,6 +1,7 @@
 """The figures: mean curves over seeds, and what happens without data."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from cselab.experiments.plots import _mean_curve, align_uniform, dev_curves, task_bars
@@ -45,3 +46,47 @@ def test_every_recipe_of_a_full_study_gets_its_own_colour():
 
     recipes = list_recipes() + ["extra-1", "extra-2"]
     assert len(set(recipe_colours(recipes).values())) == len(recipes)
+
+
+def _bar_axes(plot):
+    """The axes of a plot that hold bars (matplotlib's BarContainer), with their bars."""
+    from matplotlib.container import BarContainer
+
+    return [(axes, [bar for c in axes.containers if isinstance(c, BarContainer) for bar in c])
+            for axes in plot.figure.axes if any(isinstance(c, BarContainer) for c in axes.containers)]
+
+
+def test_every_bar_chart_of_the_report_has_a_value_axis_from_zero(fake_sweep):
+    from cselab.experiments.report import build_document
+
+    doc = build_document(find_runs([fake_sweep]))
+    charts = [(plot, found) for plot in doc.plots for found in _bar_axes(plot)]
+    assert {plot.name for plot, _ in charts} == {"bars-sts", "bars-transfer"}
+    for plot, (axes, bars) in charts:
+        low, high = axes.get_ylim()
+        # every score here is between 60 and 90: a zoomed axis would start well above zero
+        assert min(bar.get_height() for bar in bars) > 50
+        assert low == 0.0, plot.name
+        assert high >= max(bar.get_height() for bar in bars)
+        assert "starts at zero" in plot.caption
+
+
+def test_negative_bars_keep_zero_on_the_value_axis():
+    from cselab.experiments.stats import Cell, Column, Table
+
+    columns = [Column("a", "A", lambda r: None), Column("b", "B", lambda r: None)]
+    cells = {("x", "a"): Cell({1: -30.0, 2: -20.0}), ("x", "b"): Cell({1: -5.0, 2: -6.0})}
+    plot = task_bars(Table("sts", "negative scores", columns, ["x"], cells))
+    [(axes, bars)] = _bar_axes(plot)
+    low, high = axes.get_ylim()
+    assert high == 0.0 and low < -25.0 - np.std([-30.0, -20.0], ddof=1)
+
+
+def test_dev_curves_draw_the_base_model_in_the_training_settings(fake_sweep):
+    from fake_runs import BASE_DEV
+
+    plot = dev_curves(find_runs([fake_sweep]), ["simcse", "focal", "una"])
+    [base] = [line for line in plot.figure.axes[0].get_lines() if line.get_label().startswith("base model")]
+    assert base.get_label() == "base model: minilm, before training (bf16)"
+    assert set(base.get_ydata()) == {BASE_DEV}
+    assert "training settings (bf16, up to 32 tokens)" in plot.caption and "not the final evaluation" in plot.caption

@@ -21,7 +21,7 @@ def overrides(corpus, out, steps=3):
             f"train.output_dir={out}", "train.device=cuda"]
 
 
-@pytest.mark.parametrize("recipe", [r for r in list_recipes() if r != "una-paraphrase"])
+@pytest.mark.parametrize("recipe", list_recipes())
 def test_every_recipe_trains_three_steps_on_the_gpu(recipe, tiny_corpus, tmp_path):
     from cselab.train.loop import train
 

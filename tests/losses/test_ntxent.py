@@ -1,4 +1,6 @@
-"""NT-Xent over 2N views (CLEAR Eq. 1) against a hand computation."""
+"""NT-Xent over 2N views (CLEAR Eq. 1) against a hand computation; its reductions, hard negatives as
+columns or as instances (UNA's 4N form), and what it asks of the step (tests/losses/test_equations.py
+checks the numbers against the papers' equations)."""
 from __future__ import annotations
 
 import numpy as np
@@ -82,3 +84,62 @@ def test_label_view_as_positive(batch):
         LOSSES.build("ntxent", positive_role="label_view")(LossInputs(torch.tensor(anchor), torch.tensor(positive)))
     with pytest.raises(ValueError, match="positive_role"):
         LOSSES.build("ntxent", positive_role="anchor")
+
+
+def test_sum_reduction_is_the_mean_times_the_number_of_views(batch):
+    anchor, positive, _ = batch
+    inputs = LossInputs(torch.tensor(anchor), torch.tensor(positive))
+    mean, _ = LOSSES.build("ntxent", temperature=TAU)(inputs)
+    total, logs = LOSSES.build("ntxent", temperature=TAU, reduction="sum")(inputs)
+    assert total.item() == pytest.approx(8 * mean.item(), rel=1e-6)
+    assert logs["ntxent"].item() == pytest.approx(total.item())
+
+
+def test_negatives_as_instances_need_their_second_view(batch):
+    anchor, positive, negative = batch
+    term = LOSSES.build("ntxent", temperature=TAU, hard_negatives="instances")
+    a, p, n = (torch.tensor(x) for x in (anchor, positive, negative))
+    with pytest.raises(ValueError, match="second view of the hard negatives"):
+        term(LossInputs(a, p, n))
+    with pytest.raises(ValueError, match="row for row"):
+        term(LossInputs(a, p, n, negative_positive=n[:2]))
+
+
+def test_negatives_as_instances_with_fewer_negatives_than_anchors(batch):
+    """3 negatives for 4 anchors: NT-Xent over the 2 x 7 views, each negative paired with its twin."""
+    anchor, positive, negative = batch
+    twin = negative + 0.1
+    a, p, n, t = (torch.tensor(x) for x in (anchor, positive, negative, twin))
+    loss, logs = LOSSES.build("ntxent", temperature=TAU, hard_negatives="instances")(
+        LossInputs(a, p, n, negative_positive=t))
+    expected = hand_ntxent(np.concatenate([anchor, negative]), np.concatenate([positive, twin]), TAU)
+    assert loss.item() == pytest.approx(expected, rel=1e-6)
+    assert 0 <= logs["acc"] <= 1
+
+
+def test_the_second_view_of_the_negatives_receives_gradient(batch):
+    anchor, positive, negative = batch
+    twin = torch.tensor(negative + 0.1, requires_grad=True)
+    loss, _ = LOSSES.build("ntxent", temperature=TAU, hard_negatives="instances")(
+        LossInputs(torch.tensor(anchor), torch.tensor(positive), torch.tensor(negative), negative_positive=twin))
+    loss.backward()
+    assert twin.grad is not None and twin.grad.abs().sum() > 0
+
+
+def test_what_the_term_asks_of_the_step():
+    from cselab.losses import build_objective
+
+    instances = LOSSES.build("ntxent", hard_negatives="instances")
+    assert instances.needs == {"anchor", "positive"} and "negative_positive" in instances.wants
+    assert "negative_positive" not in LOSSES.build("ntxent").wants
+    assert build_objective([{"name": "ntxent", "hard_negatives": "instances"}]).encodes_negatives_twice
+    assert build_objective([{"name": "embedding_positive", "inner": {"name": "ntxent", "hard_negatives": "instances"}}
+                            ]).encodes_negatives_twice
+    for terms in ([{"name": "ntxent"}], [{"name": "infonce"}], [{"name": "focal"}, {"name": "mlm"}]):
+        assert not build_objective(terms).encodes_negatives_twice
+
+
+@pytest.mark.parametrize("key, value", [("hard_negatives", "rows"), ("reduction", "none")])
+def test_unknown_choices_are_refused(key, value):
+    with pytest.raises(ValueError, match=key):
+        LOSSES.build("ntxent", **{key: value})

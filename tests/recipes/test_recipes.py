@@ -104,6 +104,9 @@ def with_tiny_caches(recipe: str, overrides: list[str], corpus: Path, tmp_path: 
     """Recipes that read a cache written by `cselab augment` get one for the tiny corpus
     (a cheap augmenter stands in for the recipe's: this tests the plumbing, not the paraphrases)."""
     config = load_or_skip(recipe, overrides)
+    if config.views.positive == "cached" and config.views.positive_params.get("augmenter"):
+        # A recipe that builds its cache on first use (una-paraphrase): a cheap augmenter builds it here.
+        return load_or_skip(recipe, overrides + ["views.positive_params.augmenter=eda_random_swap"])
     keys = missing_cache_files(config)
     if not keys:
         return config
@@ -116,11 +119,11 @@ def with_tiny_caches(recipe: str, overrides: list[str], corpus: Path, tmp_path: 
 
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_recipe_trains_five_steps_on_a_tiny_model(recipe, tiny_corpus, tmp_path):
-    from cselab.train.loop import train
-
     config = with_tiny_caches(recipe, tiny_overrides(tiny_corpus, tmp_path / "run"), tiny_corpus, tmp_path)
     skip_unless_registered(config)
     torch.manual_seed(0)
+    from cselab.train.loop import train
+
     summary = train(config, progress=False)
     assert summary["finished"] and summary["steps"] == 5
     assert math.isfinite(summary["first_loss"]) and math.isfinite(summary["final_loss"])
@@ -143,6 +146,21 @@ def test_clear_recipes_use_two_views_of_the_same_augmentation():
         assert config.views.anchor_params == config.views.positive_params
         assert [t["name"] for t in config.objective] == ["ntxent", "mlm"]
         assert config.model.projection == "clear_mlp"
+
+
+def test_clear_recipes_sum_the_contrastive_loss_and_add_mlm_unweighted():
+    """CLEAR Eq. 2: L_CL is the sum of the per-view NT-Xent losses; Eq. 3: L = L_MLM + L_CL."""
+    for recipe in [r for r in RECIPES if r.startswith("clear-")]:
+        ntxent, mlm = load_or_skip(recipe, []).objective
+        assert ntxent["reduction"] == "sum" and ntxent.get("weight", 1.0) == 1.0 and mlm.get("weight", 1.0) == 1.0
+
+
+def test_sda_recipes_use_the_papers_bert_optimisation():
+    """SDA, Training Details: BERT with batch 128, lr 2e-5, one epoch, STS-B dev every 250 steps."""
+    for recipe in [r for r in RECIPES if r.startswith("sda-")]:
+        config = load_or_skip(recipe, [])
+        assert (config.optim.batch_size, config.optim.lr, config.optim.epochs) == (128, 2e-5, 1)
+        assert config.train.eval_steps == 250
 
 
 def test_augcse_discriminator_classes_match_the_label_views():
@@ -247,7 +265,8 @@ def test_run_with_term_parameters_resumes_from_a_checkpoint(tiny_corpus, tmp_pat
     from cselab.train.loop import train
 
     overrides = tiny_overrides(tiny_corpus, tmp_path / "run") + [
-        "optim.max_steps=4", "train.save_steps=2", "views.label=[eda_random_deletion, eda_random_swap]",
+        "optim.max_steps=4", "train.save_steps=2", "train.keep_checkpoints=2",
+        "views.label=[eda_random_deletion, eda_random_swap]",
         "objective=[{name: infonce}, {name: discriminator, weight: 0.5, num_labels: 3}, {name: mlm}]"]
     config = load_or_skip("simcse", overrides)
     first = train(config, progress=False)

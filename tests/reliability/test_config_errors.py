@@ -37,6 +37,22 @@ from cselab.config import Config, ConfigError, config_from_dict, load_config
     ("model.name_or_path.sub=1", ["model.name_or_path.sub", "not a section"]),
     ("model=3", ["model", "expected a mapping"]),
     ("optim.lr", ["expected key=value"]),
+    # Values PyYAML cannot construct are the text as typed; huge numbers are refused, not overflowed.
+    ("optim.lr=2001-13-01", ["optim.lr", "expected a number", "2001-13-01"]),
+    ("optim.lr=!!float x", ["optim.lr", "expected a number"]),
+    ("optim.batch_size=" + "9" * 5000, ["optim.batch_size", "expected an integer", "..."]),
+    ("optim.batch_size=!!int " + "9" * 5000, ["optim.batch_size", "expected an integer"]),
+    ("optim.batch_size=1e400", ["optim.batch_size", "expected an integer, got inf"]),
+    ("optim.lr=" + "9" * 400, ["optim.lr", "expected a finite number, got a number of about"]),
+    ("optim.max_steps=" + str(2**60), ["optim.max_steps", "too large"]),
+    ("optim.epochs=1e9", ["optim.epochs", "[1, 1000000]"]),
+    ("train.output_dir=", ["train.output_dir", "must not be empty"]),
+    ("model.projection_params={when: 2001-12-14}", ["model.projection_params.when", "date is not a recipe value"]),
+    ("model.projection_params=!!set {a}", ["model.projection_params", "expected a dict"]),
+    ("model.projection_params={1: 2}", ["model.projection_params", "keys must be text"]),
+    ("model.from_config={hidden_size: .nan}", ["model.from_config.hidden_size", "not a finite number"]),
+    ("model.projection_params={b: !!binary aGk=}", ["model.projection_params.b", "bytes is not a recipe value"]),
+    ("optim.l\x1br=1", ["optim.l\\x1br", "unknown key"]),
 ])
 def test_bad_values_fail_in_one_line_naming_key_and_allowed_values(override, fragments):
     with pytest.raises(ConfigError) as info:
@@ -65,6 +81,47 @@ def test_a_recipe_with_a_bad_inherit_is_a_config_error(tmp_path):
     recipe.write_text("optim: [1, 2\n")
     with pytest.raises(ConfigError, match="invalid YAML"):
         load_config(str(recipe))
+
+
+@pytest.mark.parametrize("overrides,fragments", [
+    (["views.positive=eda_random_swap", "views.positive_params={nope: 1}"],
+     ["views.positive_params.nope", "unknown parameter of augmenter 'eda_random_swap'", "allowed: "]),
+    (["views.positive=eda_random_swap", "views.positive_params={alpha: high}"],
+     ["views.positive_params.alpha", "expected a finite number"]),
+    (["views.positive=with_probability"], ["views.positive_params", "needs augmenter"]),
+    (["views.label=[eda_random_swap]", "views.label_params={eda_random_swap: 3}"],
+     ["views.label_params.eda_random_swap", "expected a mapping"]),
+    (["views.label=[eda_random_swap]", "views.label_params={random_crop: {}}"],
+     ["views.label_params.random_crop", "not one of views.label"]),
+])
+def test_augmenter_parameters_are_checked_against_the_augmenter(overrides, fragments):
+    with pytest.raises(ConfigError) as info:
+        load_config("simcse", overrides)
+    for fragment in fragments:
+        assert fragment in str(info.value), (fragment, str(info.value))
+
+
+@pytest.mark.parametrize("content,fragments", [
+    (b"inherit: simcse\noptim:\n  lr: 1e-5\nrecipe: caf\xe9\n", [":4: not valid UTF-8 (byte 0xE9)"]),
+    (b"\xef\xbb\xbfinherit: simcse\noptim: {lr: 1e-5}\n", None),  # a BOM is fine
+    (b"inherit: simcse\noptim: {lr: 2001-13-01}\n", ["invalid YAML value", "month must be in 1..12"]),
+    (b"inherit: \"nul\\x00byte\"\n", ["recipe: unknown recipe 'nul\\x00byte'"]),
+    (b"inherit: " + b"x" * 5000 + b"\n", ["recipe: cannot use", "as a file name"]),
+    (b"inherit: self.yaml\n", ["circular inherit"]),
+    (b"0\n", ["top level must be a mapping"]),
+    (b"inherit: simcse\n7: {params: 1}\n", ["7: unknown key"]),
+    (b"inherit: simcse\nmodel: {projection_params: {7: 1}}\n", ["model.projection_params: mapping keys must be text"]),
+])
+def test_a_recipe_file_that_cannot_be_read_is_one_line(tmp_path, content, fragments):
+    recipe = tmp_path / "self.yaml"
+    recipe.write_bytes(content)
+    if fragments is None:
+        assert load_config(str(recipe)).optim.lr == 1e-5
+        return
+    with pytest.raises(ConfigError) as info:
+        load_config(str(recipe))
+    message = str(info.value)
+    assert "\n" not in message and all(fragment in message for fragment in fragments), message
 
 
 # --- fuzzing ------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Bad corpus input is cleaned or skipped and counted, never a crash; nothing valid is dropped."""
+"""Bad corpus input is cleaned or skipped and counted, never a crash; nothing valid is dropped; bytes
+that are not UTF-8 are one error naming the file and line."""
 from __future__ import annotations
 
 import gzip
@@ -17,7 +18,7 @@ from cselab.data.indexed import read_corpus
 def test_every_kind_of_dirty_line_is_cleaned_or_skipped_and_counted(tmp_path):
     data = (b"\xef\xbb\xbffirst line after a BOM\r\n"       # BOM at the start, Windows ending
             b"second\r"                                      # old Mac ending
-            b"third \xff\xfe broken utf-8\n"                # invalid UTF-8
+            b"third \xe2\x80\xa6 ellipsis\n"                  # multi-byte UTF-8 (U+2026)
             b"   \t  \n"                                     # whitespace only
             b"\x00\x00\x00\n"                                # only NUL bytes
             b"nul\x00inside\n"                               # a NUL inside
@@ -29,15 +30,29 @@ def test_every_kind_of_dirty_line_is_cleaned_or_skipped_and_counted(tmp_path):
     path.write_bytes(data)
     sentences, stats = read_corpus(str(path))
     sentences = list(sentences)  # a file-backed sequence
-    assert sentences[:3] == ["first line after a BOM", "second", "third \ufffd\ufffd broken utf-8"]
+    assert sentences[:3] == ["first line after a BOM", "second", "third \u2026 ellipsis"]
     assert sentences[3:6] == ["nulinside", "zerowidth inside", "bell and escape"]
     assert len(sentences[6]) == MAX_CHARS and sentences[6].startswith("long long")
     assert sentences[7] == "last line without an ending"
     assert len(sentences) == stats.kept == 8
     assert dict(stats.skipped) == {"empty": 2}
-    assert dict(stats.cleaned) == {"bom": 2, "invalid_utf8": 1, "nul_bytes": 2, "control_chars": 1,
-                                   "truncated_long_line": 1}
+    assert dict(stats.cleaned) == {"bom": 2, "nul_bytes": 2, "control_chars": 1, "truncated_long_line": 1}
     assert "skipped: empty 2" in stats.summary()
+
+
+@pytest.mark.parametrize("suffix", [".txt", ".txt.gz", ".csv", ".jsonl"])
+def test_a_line_that_is_not_utf8_is_one_error_naming_file_and_line(tmp_path, suffix):
+    lines = ['{"text": "fine first line"}', '{"text": "second fine line"}', '{"text": "caf\xe9 au lait"}'] \
+        if suffix == ".jsonl" else ["text", "fine first line", "caf\xe9 au lait"] if suffix == ".csv" \
+        else ["fine first line", "second fine line", "caf\xe9 au lait"]
+    data = "\r\n".join(lines).encode("latin-1") + b"\nlast line\n"
+    path = tmp_path / f"latin1{suffix}"
+    path.write_bytes(gzip.compress(data) if suffix.endswith(".gz") else data)
+    with pytest.raises(CorpusError) as info:
+        read_corpus(str(path))
+    message = str(info.value)
+    assert message.startswith(f"{path}:3: not valid UTF-8 (byte 0xE9 at byte ") and "\n" not in message
+    assert "iconv" in message
 
 
 def test_all_three_line_endings_mixed_give_the_same_lines(tmp_path):
@@ -100,7 +115,10 @@ def test_too_few_sentences_says_what_was_skipped(tmp_path):
 ENDINGS = st.sampled_from([b"\n", b"\r\n", b"\r"])
 # Text a person could mean as a sentence: no control characters, no surrogates, no BOM.
 VALID_TEXT = st.text(st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="\ufeff"), max_size=80)
-JUNK = st.binary(max_size=80).map(lambda b: b.replace(b"\n", b"").replace(b"\r", b""))
+# Junk that is still UTF-8: control characters, NULs, BOMs, odd whitespace (no line ends).
+JUNK = st.text(st.characters(blacklist_categories=("Cs",)), max_size=80).map(
+    lambda t: t.encode("utf-8").replace(b"\n", b"").replace(b"\r", b""))
+NOT_UTF8 = st.sampled_from([b"\xff", b"\xe9", b"\xc3", b"\xed\xa0\x80", b"\xf8\x88\x80\x80\x80", b"\x80"])
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -133,8 +151,6 @@ def test_arbitrary_bytes_never_crash_the_reader(data, suffix):
 def test_every_valid_line_is_kept_in_order_whatever_surrounds_it(records, bom, compress):
     data = b"\xef\xbb\xbf" if bom else b""
     expected = []
-    if records and not records[0][0] and records[0][2][:2] in (b"\xff\xfe", b"\xfe\xff"):
-        records[0] = (False, "", b"x" + records[0][2], records[0][3])  # a leading UTF-16 BOM makes a UTF-16 file
     for is_valid, text, junk, ending in records:
         data += (text.encode("utf-8") if is_valid else junk) + ending
         if is_valid and text.split():
@@ -146,3 +162,20 @@ def test_every_valid_line_is_kept_in_order_whatever_surrounds_it(records, bom, c
     iterator = iter(result)
     assert all(any(line == got for got in iterator) for line in expected), "a valid line was dropped or reordered"
     assert len(result) <= len(records)
+
+
+@FUZZ
+@given(records=st.lists(st.tuples(VALID_TEXT.filter(bool), ENDINGS), min_size=1, max_size=30), data=st.data(),
+       compress=st.booleans())
+def test_the_first_line_that_is_not_utf8_is_named(records, data, compress):
+    bad_line = data.draw(st.integers(1, len(records)))
+    lines = [text.encode("utf-8") + ending for text, ending in records]
+    text, ending = records[bad_line - 1]
+    cut = data.draw(st.integers(0, len(text)))
+    lines[bad_line - 1] = text[:cut].encode("utf-8") + data.draw(NOT_UTF8) + text[cut:].encode("utf-8") + ending
+    payload = b"".join(lines)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / ("fuzz.txt.gz" if compress else "fuzz.txt")
+        path.write_bytes(gzip.compress(payload) if compress else payload)
+        with pytest.raises(CorpusError, match=rf"^{path}:{bad_line}: not valid UTF-8"):
+            read_corpus(str(path))

@@ -48,7 +48,7 @@ def test_non_finite_loss_stops_naming_the_step_and_keeps_the_best_model(tmp_path
     # The last good checkpoint is step 6, intact, with finite weights; nothing was written for step 7.
     checkpoints = ckpt.list_checkpoints(out_dir / "checkpoints")
     assert [ckpt.checkpoint_step(p) for p in checkpoints] == [4, 6] and all(ckpt.verify(p) for p in checkpoints)
-    assert all(torch.isfinite(t).all() for t in load_file(str(checkpoints[-1] / "model.safetensors")).values())
+    assert all(torch.isfinite(t).all() for t in load_file(str(checkpoints[-1] / "encoder.safetensors")).values())
     # The best model so far is complete, finite, and the one its marker names.
     best = json.loads((out_dir / BEST_MODEL).read_text())
     assert best["step"] <= 6
@@ -78,7 +78,7 @@ def test_non_finite_gradient_stops_before_the_update(tmp_path, corpus_file, monk
         train(config, progress=False)
     checkpoints = ckpt.list_checkpoints(out_dir / "checkpoints")
     assert [ckpt.checkpoint_step(p) for p in checkpoints] == [1, 2]
-    assert all(torch.isfinite(t).all() for t in load_file(str(checkpoints[-1] / "model.safetensors")).values())
+    assert all(torch.isfinite(t).all() for t in load_file(str(checkpoints[-1] / "encoder.safetensors")).values())
 
 
 def test_cli_reports_a_numerical_fault_in_one_line(tmp_path, corpus_file, poison_loss_at, capsys):

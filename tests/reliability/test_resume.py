@@ -38,6 +38,9 @@ def test_crash_then_resume_equals_uninterrupted(tmp_path, corpus_file, reference
     assert summary["finished"] and summary["steps"] == STEPS
     assert_same_weights(model_weights(out_dir), model_weights(reference_run))
     assert_same_metrics(metric_records(out_dir), metric_records(reference_run))
+    # wall_seconds covers both invocations: the crashed one's time to its last checkpoint counts too.
+    crashed_part = ckpt.read_state(ckpt.list_checkpoints(out_dir / "checkpoints")[0])["trainer"]["wall_seconds"]
+    assert crashed_part > 0 and summary["wall_seconds"] > crashed_part
     # first/final loss come from the checkpointed state, so the summary matches too.
     reference = json.loads((reference_run / "summary.json").read_text())
     assert summary["first_loss"] == pytest.approx(reference["first_loss"], abs=1e-6)
@@ -49,8 +52,12 @@ def test_rerunning_a_finished_run_redoes_nothing(tmp_path, corpus_file, referenc
     shutil.copytree(reference_run, out_dir)
     config = load_config_for(corpus_file, out_dir)
     before = (out_dir / "model.safetensors").stat().st_mtime_ns
+    summary_before = (out_dir / "summary.json").read_bytes()
     summary = train(config, progress=False)
     assert summary["finished"] and (out_dir / "model.safetensors").stat().st_mtime_ns == before
+    # The summary, wall_seconds included, is the one written when the run finished.
+    assert (out_dir / "summary.json").read_bytes() == summary_before
+    assert summary == json.loads(summary_before)
     assert_same_metrics(metric_records(out_dir), metric_records(reference_run))
 
 
@@ -62,7 +69,7 @@ def test_corrupt_newest_checkpoint_is_set_aside_and_the_previous_used(tmp_path, 
     newest = ckpt.list_checkpoints(out_dir / "checkpoints")[-1]
     assert ckpt.checkpoint_step(newest) == STEPS and ckpt.verify(newest)
     if damage == "truncate_model":
-        target = newest / "model.safetensors"
+        target = newest / "encoder.safetensors"
         os.truncate(target, target.stat().st_size // 2)
     elif damage == "random_bytes_state":
         target = newest / "state.json"
@@ -91,7 +98,7 @@ def test_a_half_written_checkpoint_directory_is_ignored(tmp_path, corpus_file, r
     monkeypatch.undo()
     partial = out_dir / "checkpoints" / ".step-00000009.tmp"
     partial.mkdir()
-    (partial / "model.safetensors").write_bytes(b"\0" * 100)
+    (partial / "encoder.safetensors").write_bytes(b"\0" * 100)
     assert [p.name for p in ckpt.list_checkpoints(out_dir / "checkpoints")] == ["step-00000003", "step-00000006"]
     train(load_config_for(corpus_file, out_dir), progress=False)
     assert_same_weights(model_weights(out_dir), model_weights(reference_run))

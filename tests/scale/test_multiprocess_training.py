@@ -51,7 +51,8 @@ def test_a_two_process_run_resumes_exactly_with_each_process_dropout(tmp_path, t
     out = tmp_path / "run"
     args = ["train", "--corpus", str(tiny_corpus), "--output-dir", str(out), "--max-steps", "6",
             "--set", f"model.from_config={json.dumps(TINY_BERT)}", "--set", "optim.batch_size=4",
-            "--set", "train.precision=fp32", "--set", "train.eval_steps=0", "--set", "train.save_steps=3"]
+            "--set", "train.precision=fp32", "--set", "train.eval_steps=0", "--set", "train.save_steps=3",
+            "--set", "train.keep_checkpoints=2"]
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29543",
                "-m", "cselab.cli", *args]
     first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)

@@ -102,6 +102,7 @@ def resume_point(out: Path, sentences: list[str], names: list[str]) -> int:
 def run(args) -> int:
     from cselab.augment import AUGMENTERS, build_augmenter, load_all
     from cselab.augment.base import AugmenterUnavailable
+    from cselab.errors import counted
 
     try:
         if args.setup_wordnet:
@@ -144,7 +145,8 @@ def run(args) -> int:
     except (AugmentCliError, AugmenterUnavailable, ValueError) as exc:
         print(f"cselab augment: error: {exc}", file=sys.stderr)
         return 2
-    print(f"{written} new records ({len(sentences)} sentences x {len(names)} augmenters) -> {out}")
+    print(f"{counted(written, 'new record')} ({counted(len(sentences), 'sentence')} x "
+          f"{counted(len(names), 'augmenter')}) -> {out}")
     return 0
 
 

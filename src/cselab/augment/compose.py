@@ -11,6 +11,7 @@ step gets its own seed derived from (seed, step index); per-sentence choices dra
 """
 from __future__ import annotations
 
+import math
 import random
 from typing import Any
 
@@ -23,6 +24,7 @@ from cselab.augment.base import (
     sentence_seed,
     special_tokens,
 )
+from cselab.errors import counted
 
 
 def build_spec(spec: Any, where: str) -> Augmenter:
@@ -79,6 +81,14 @@ class Sequence:
                 step.fit(corpus)
 
 
+def _valid_weights(weights, count: int) -> bool:
+    """``count`` finite numbers >= 0 with a positive sum (a YAML typo gives strings, bools or nesting)."""
+    if not isinstance(weights, list) or len(weights) != count:
+        return False
+    numbers = all(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) for w in weights)
+    return numbers and all(w >= 0 for w in weights) and sum(weights) > 0
+
+
 @register_augmenter
 class OneOf:
     name = "one_of"
@@ -91,9 +101,9 @@ class OneOf:
         self.choices = [build_spec(spec, f"one_of.choices[{k}]") for k, spec in enumerate(choices)]
         if weights is None:
             weights = [1.0] * len(self.choices)
-        if len(weights) != len(self.choices) or any(float(w) < 0 for w in weights) or sum(weights) <= 0:
-            raise ValueError(f"one_of: 'weights' must be {len(self.choices)} non-negative numbers with a positive sum, "
-                             f"got {weights!r}")
+        if not _valid_weights(weights, len(self.choices)):
+            raise ValueError(f"one_of: 'weights' must be {counted(len(self.choices), 'non-negative number')} "
+                             f"with a positive sum, got {weights!r}")
         total = float(sum(weights))
         self.cumulative = []
         acc = 0.0

@@ -1,11 +1,17 @@
 """Token-level augmentations: CLEAR's four, EDA's four, random crop and ESimCSE's word repetition.
 
-CLEAR (Wu et al., 2020, "CLEAR: Contrastive Learning for Sentence Representation"), with the
-paper's hyper-parameters as defaults: word deletion of 70% of the tokens, span deletion of 5
-spans of 5% of the length, reordering of 5 pairs of ~5%-long spans, substitution of 30% of the
-tokens by synonyms. Deleted tokens become a ``[DEL]`` placeholder and consecutive placeholders
-are merged into one (CLEAR Sec. 3.2); ``placeholder=None`` removes deleted tokens instead.
-CLEAR works on subword tokens; here the unit is the word token of ``cselab.augment.tokenize``.
+CLEAR (Wu et al., 2020, "CLEAR: Contrastive Learning for Sentence Representation", Sec. 3.3 and
+Figure 2), with the paper's hyper-parameters (Sec. 4.1) as defaults: word deletion of 70% of the
+tokens, span deletion of 5 spans of 5% of the length, reordering of 5 pairs of ~5%-long spans,
+substitution of 30% of the tokens by synonyms. Deleted tokens become a ``[DEL]`` placeholder and
+consecutive placeholders are merged into one ("we eliminate the consecutive token [DEL] into one
+token"); ``placeholder=None`` removes deleted tokens instead.
+
+The unit (``level``): CLEAR augments the tokenised sequence. ``level="token"`` (the clear-* recipes)
+uses the pieces of a model's tokenizer (``tokenizer``: a name or path, ``minilm`` by default; the
+training loop hands over the encoder's own through ``use_tokenizer``), so "70% of the tokens" counts
+what the encoder reads. ``level="word"`` (the default of the augmenters themselves) uses the word
+tokens of ``cselab.augment.tokenize``.
 
 EDA (Wei and Zou, 2019, "EDA: Easy Data Augmentation Techniques..."): synonym replacement,
 random insertion, random swap and random deletion with alpha = 0.1 (n = max(1, int(alpha * len))
@@ -21,122 +27,234 @@ every token.
 """
 from __future__ import annotations
 
-from cselab.augment.base import TokenAugmenter, check_positive_int, check_ratio, register_augmenter
+import random
+
+from cselab.augment.base import (
+    TokenAugmenter,
+    check_positive_int,
+    check_ratio,
+    register_augmenter,
+    sentence_seed,
+)
+from cselab.augment.tokenize import DEFAULT_TOKENIZER, Piece, SubwordSplitter, load_splitter, word_spans
 from cselab.augment.wordnet import WordNetSubstitution, common_lemmas, reader, substitutable, substitute
 
 DEL = "[DEL]"
+LEVELS = ("token", "word")
+
+# A plan says what an augmented sequence is made of: an int keeps that unit of the input, a str is
+# an inserted placeholder. The same plan applies to words or to a model's pieces.
+PlanItem = int | str
 
 
-def _apply_deletions(tokens: list[str], deleted: bytearray, placeholder: str | None, collapse: bool) -> list[str]:
-    """Drop or mask the tokens whose ``deleted`` flag is 1."""
-    out = []
-    previous_deleted = False
-    for token, gone in zip(tokens, deleted, strict=True):
-        if gone:
-            if placeholder and not (collapse and previous_deleted):
-                out.append(placeholder)
-            previous_deleted = True
-        else:
-            out.append(token)
-            previous_deleted = False
-    return out
+def deletion_plan(units: list[str], deleted: bytearray, placeholder: str | None, collapse: bool) -> list[PlanItem]:
+    """Keep the units whose ``deleted`` flag is 0; each deleted one becomes ``placeholder`` (or goes).
+    With ``collapse``, no two placeholders end up side by side, counting any the input already had."""
+    plan: list[PlanItem] = []
+    last_was_placeholder = False
+    for i, gone in enumerate(deleted):
+        if gone and not placeholder:
+            continue
+        is_placeholder = bool(gone) or units[i] == placeholder
+        if collapse and is_placeholder and last_was_placeholder:
+            continue
+        plan.append(placeholder if gone else i)
+        last_was_placeholder = is_placeholder
+    return plan
+
+
+def word_deletion_flags(n: int, ratio: float, rng: random.Random) -> bytearray | None:
+    """round(ratio * n) units chosen uniformly (at least one, never all of them)."""
+    if n < 2:
+        return None
+    deleted = bytearray(n)
+    for i in rng.sample(range(n), min(n - 1, max(1, round(ratio * n)))):
+        deleted[i] = 1
+    return deleted
+
+
+def span_deletion_flags(n: int, spans: int, span_ratio: float, rng: random.Random) -> bytearray | None:
+    """``spans`` spans of round(span_ratio * n) units (at least one), placed independently, so they may
+    overlap; fewer spans when the sentence is too short to keep a unit."""
+    length = max(1, round(span_ratio * n))
+    spans = min(spans, (n - 1) // length)
+    if spans < 1:
+        return None
+    deleted = bytearray(n)
+    for _ in range(spans):
+        start = rng.randrange(n - length + 1)
+        deleted[start:start + length] = b"\x01" * length
+    return deleted
+
+
+def reorder_plan(n: int, pairs: int, span_ratio: float, rng: random.Random) -> list[PlanItem] | None:
+    """2 * ``pairs`` non-overlapping spans of round(span_ratio * n) units, swapped pairwise at random."""
+    length = max(1, round(span_ratio * n))
+    pairs = min(pairs, n // (2 * length))
+    if pairs < 1:
+        return None
+    m = 2 * pairs
+    # m non-overlapping spans of equal length: choose m of the (free + m) slots in order.
+    free = n - m * length
+    slots = sorted(rng.sample(range(free + m), m))
+    starts = [slot - j + j * length for j, slot in enumerate(slots)]
+    order = list(range(m))
+    rng.shuffle(order)
+    plan: list[PlanItem] = list(range(n))
+    for a, b in zip(order[0::2], order[1::2], strict=True):
+        sa, sb = starts[a], starts[b]
+        plan[sa:sa + length], plan[sb:sb + length] = plan[sb:sb + length], plan[sa:sa + length]
+    return plan
 
 
 # --- CLEAR -----------------------------------------------------------------------------------
 
 
+class TokenLevel:
+    """The ``level`` / ``tokenizer`` parameters of CLEAR's rules: which units a rule counts and moves."""
+
+    special_tokens: tuple[str, ...] = ()
+
+    def _set_level(self, level: str, tokenizer: str) -> None:
+        if level not in LEVELS:
+            raise ValueError(f"augmenter {self.name}: level must be one of {LEVELS}, got {level!r}")
+        self.level = level
+        self.tokenizer = tokenizer
+        # Loaded now, so a tokenizer that cannot load fails when the recipe is read, not in a data worker.
+        self._splitter = load_splitter(tokenizer, self._kept_whole()) if level == "token" else None
+
+    def _kept_whole(self) -> tuple[str, ...]:
+        """Placeholders cut as one piece: this rule's own and the [DEL] an earlier CLEAR step wrote."""
+        return tuple(dict.fromkeys((DEL, *self.special_tokens)))
+
+    def use_tokenizer(self, tokenizer) -> None:
+        """Count and move the pieces of this tokenizer (the training loop gives the encoder's own)."""
+        if self.level == "token":
+            self._splitter = SubwordSplitter(tokenizer, self._kept_whole())
+
+    def splitter(self) -> SubwordSplitter:
+        if self._splitter is None:
+            raise RuntimeError(f"augmenter {self.name}: level {self.level!r} cuts no model tokens")
+        return self._splitter
+
+    def augment_pieces(self, sentence: str, pieces: list[Piece], rng: random.Random) -> str:
+        raise NotImplementedError
+
+    def augment(self, sentences: list[str], seed: int) -> list[str]:
+        if self.level == "word":
+            return super().augment(sentences, seed)
+        splitter = self.splitter()
+        rng = self._rng
+        out = []
+        for sentence, pieces in zip(sentences, splitter.split(sentences), strict=True):
+            rng.seed(sentence_seed(seed, sentence))  # as every augmenter: per (seed, sentence)
+            out.append(self.augment_pieces(sentence, pieces, rng) if pieces else sentence)
+        return out
+
+
+class ClearRule(TokenLevel, TokenAugmenter):
+    """A CLEAR rule written once as a plan over units, applied to a model's pieces or to words."""
+
+    def plan(self, units: list[str], rng: random.Random) -> list[PlanItem] | None:
+        """What the augmented sequence is made of (see ``PlanItem``); None when the rule cannot apply."""
+        raise NotImplementedError
+
+    def augment_tokens(self, tokens, rng):  # the word level
+        plan = self.plan(tokens, rng)
+        return None if plan is None else [tokens[item] if isinstance(item, int) else item for item in plan]
+
+    def augment_pieces(self, sentence, pieces, rng):
+        plan = self.plan([piece.text for piece in pieces], rng)
+        if plan is None or plan == list(range(len(pieces))):
+            return sentence
+        slots = [(item, pieces[item].text) if isinstance(item, int) else (None, item) for item in plan]
+        return SubwordSplitter.join(sentence, pieces, slots)
+
+
 @register_augmenter
-class ClearWordDeletion(TokenAugmenter):
+class ClearWordDeletion(ClearRule):
     name = "clear_word_deletion"
     tag = "altering"
     description = "CLEAR word deletion: 70% of tokens deleted, each run of deletions -> one [DEL]"
 
-    def __init__(self, ratio: float = 0.7, placeholder: str | None = DEL, collapse: bool = True):
+    def __init__(self, ratio: float = 0.7, placeholder: str | None = DEL, collapse: bool = True, level: str = "word",
+                 tokenizer: str = DEFAULT_TOKENIZER):
         super().__init__()
         self.ratio = check_ratio(self.name, "ratio", ratio)
         self.placeholder = placeholder or None
         self.collapse = bool(collapse)
         self.special_tokens = (self.placeholder,) if self.placeholder else ()
+        self._set_level(level, tokenizer)
 
-    def augment_tokens(self, tokens, rng):
-        n = len(tokens)
-        if n < 2:
-            return None
-        k = min(n - 1, max(1, round(self.ratio * n)))  # never delete every token
-        deleted = bytearray(n)
-        for i in rng.sample(range(n), k):
-            deleted[i] = 1
-        return _apply_deletions(tokens, deleted, self.placeholder, self.collapse)
+    def plan(self, units, rng):
+        deleted = word_deletion_flags(len(units), self.ratio, rng)
+        return None if deleted is None else deletion_plan(units, deleted, self.placeholder, self.collapse)
 
 
 @register_augmenter
-class ClearSpanDeletion(TokenAugmenter):
+class ClearSpanDeletion(ClearRule):
     name = "clear_span_deletion"
     tag = "possibly-altering"
     description = "CLEAR span deletion: 5 spans of 5% of the length deleted, each -> one [DEL]"
 
-    def __init__(self, spans: int = 5, span_ratio: float = 0.05, placeholder: str | None = DEL, collapse: bool = True):
+    def __init__(self, spans: int = 5, span_ratio: float = 0.05, placeholder: str | None = DEL, collapse: bool = True,
+                 level: str = "word", tokenizer: str = DEFAULT_TOKENIZER):
         super().__init__()
         self.spans = check_positive_int(self.name, "spans", spans, minimum=1)
         self.span_ratio = check_ratio(self.name, "span_ratio", span_ratio)
         self.placeholder = placeholder or None
         self.collapse = bool(collapse)
         self.special_tokens = (self.placeholder,) if self.placeholder else ()
+        self._set_level(level, tokenizer)
 
-    def augment_tokens(self, tokens, rng):
-        n = len(tokens)
-        length = max(1, round(self.span_ratio * n))
-        spans = min(self.spans, (n - 1) // length)  # keep at least one token
-        if spans < 1:
-            return None
-        deleted = bytearray(n)
-        for _ in range(spans):  # spans may overlap, as independent draws do
-            start = rng.randrange(n - length + 1)
-            deleted[start:start + length] = b"\x01" * length
-        return _apply_deletions(tokens, deleted, self.placeholder, self.collapse)
+    def plan(self, units, rng):
+        deleted = span_deletion_flags(len(units), self.spans, self.span_ratio, rng)
+        return None if deleted is None else deletion_plan(units, deleted, self.placeholder, self.collapse)
 
 
 @register_augmenter
-class ClearReorder(TokenAugmenter):
+class ClearReorder(ClearRule):
     name = "clear_reorder"
     tag = "possibly-altering"
     description = "CLEAR reordering: 5 pairs of non-overlapping ~5%-long spans swapped pairwise"
 
-    def __init__(self, pairs: int = 5, span_ratio: float = 0.05):
+    def __init__(self, pairs: int = 5, span_ratio: float = 0.05, level: str = "word",
+                 tokenizer: str = DEFAULT_TOKENIZER):
         super().__init__()
         self.pairs = check_positive_int(self.name, "pairs", pairs, minimum=1)
         self.span_ratio = check_ratio(self.name, "span_ratio", span_ratio)
+        self._set_level(level, tokenizer)
 
-    def augment_tokens(self, tokens, rng):
-        n = len(tokens)
-        length = max(1, round(self.span_ratio * n))
-        pairs = min(self.pairs, n // (2 * length))
-        if pairs < 1:
-            return None
-        m = 2 * pairs
-        # m non-overlapping spans of equal length: choose m of the (free + m) slots in order.
-        free = n - m * length
-        slots = sorted(rng.sample(range(free + m), m))
-        starts = [slot - j + j * length for j, slot in enumerate(slots)]
-        order = list(range(m))
-        rng.shuffle(order)
-        out = list(tokens)
-        for a, b in zip(order[0::2], order[1::2], strict=True):
-            sa, sb = starts[a], starts[b]
-            out[sa:sa + length], out[sb:sb + length] = tokens[sb:sb + length], tokens[sa:sa + length]
-        return out
+    def plan(self, units, rng):
+        return reorder_plan(len(units), self.pairs, self.span_ratio, rng)
 
 
 @register_augmenter
-class ClearSynonymSubstitution(WordNetSubstitution):
+class ClearSynonymSubstitution(TokenLevel, WordNetSubstitution):
+    """``ratio`` of the units (at least one) replaced by WordNet synonyms, among those that have any.
+    At the token level only pieces that are whole words qualify: ``un`` of ``unbelievably`` is not
+    the word "un"."""
+
     name = "clear_synonym_substitution"
     tag = "possibly-altering"
     description = "CLEAR substitution: 30% of tokens replaced by WordNet synonyms (where they have any)"
     relation = "synonyms"
 
     def __init__(self, ratio: float = 0.3, max_changes: int | None = None, pos: str | None = None,
-                 senses: int | None = None):
+                 senses: int | None = None, level: str = "word", tokenizer: str = DEFAULT_TOKENIZER):
         super().__init__(ratio=ratio, max_changes=max_changes, pos=pos, senses=senses)
+        self._set_level(level, tokenizer)
+
+    def augment_pieces(self, sentence, pieces, rng):
+        words = word_spans(sentence)
+        # A piece inside a longer word is offered as "", which has no synonyms.
+        offered = [piece.text if (piece.start, piece.end) in words else "" for piece in pieces]
+        replaced = self.augment_tokens(offered, rng)  # the same count rule as words: ratio of all units
+        if replaced is None:
+            return sentence
+        slots = [(piece.index, new if new != old else piece.text)
+                 for piece, old, new in zip(pieces, offered, replaced, strict=True)]
+        return SubwordSplitter.join(sentence, pieces, slots)
 
 
 # --- EDA -------------------------------------------------------------------------------------

@@ -4,8 +4,9 @@ Mao, Zhu, Lu, Zhao and Tan, "SDA: Simple Discrete Augmentation for Contrastive S
 Representation Learning". Three positives of increasing strength, each a few rules over a
 spaCy parse, plus a single negation for use as a hard negative:
 
-* ``sda_punctuation`` (PI, Algorithm 1): a comma before a subordinate clause; a comma after, or
-  quotes around, the noun subject; a duplicated inner punctuation mark; '!' at the end.
+* ``sda_punctuation`` (PI, Algorithm 1): a comma between a subordinate clause and the clause it
+  depends on; a comma after, or quotes around, the noun (nominal) subject; a duplicated inner
+  punctuation mark; the final mark made '!'.
 * ``sda_affirmative_aux`` (AA, Algorithm 2): an affirmative auxiliary ("must", "have to",
   "ought to", "cannot help but", emphatic "do", "definitely", ...) on the main predicate, with
   the verb in its base form and the tense kept ("went" -> "had to go", "was" -> "must have been").
@@ -44,13 +45,17 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 # lemma: :func:`verb_lemma` computes those on demand from the lemmatizer's own tables.
 PIPES_NEEDED = ("tok2vec", "tagger", "parser")
 VERB_TAGS = frozenset({"VB", "VBD", "VBG", "VBN", "VBP", "VBZ", "MD"})
-NOUN_TAGS = frozenset({"NN", "NNS", "NNP", "NNPS"})
+WH_TAGS = frozenset({"WDT", "WP", "WP$"})  # who, which, that, what: relative/interrogative pronouns
 
 FINITE_TAGS = frozenset({"MD", "VBZ", "VBP", "VBD"})
 CLAUSAL_DEPS = frozenset({"acl", "advcl", "ccomp", "csubj", "relcl", "xcomp"})
 SUBJECT_DEPS = frozenset({"nsubj", "nsubjpass"})
 AUX_DEPS = frozenset({"aux", "auxpass"})
+NON_FINITE_AUX_TAGS = frozenset({"TO", "VBG"})  # infinitival "to"; "having", "being"
 END_MARKS = frozenset({".", "!", "?", "…", "...", "!!", "?!", "!?"})
+# Marks that can end a sentence (Algorithm 1's final "punctuation punc"); symbols such as '%' or '&'
+# are not among them: replacing one with '!' would change the text, not its tone.
+TERMINAL_MARKS = END_MARKS | {":", ";", ","}
 NEGATION_WORDS = frozenset({"not", "n't", "n’t", "never"})
 # Negative determiners/pronouns: a clause holding one ("there was no census") takes no extra "not".
 NEGATIVE_ARGUMENTS = frozenset({"no", "none", "nothing", "nobody", "neither", "nor", "nowhere", "never"})
@@ -310,28 +315,40 @@ PUNCTUATION_RULES = ("subordinate_clause", "noun_subject", "duplicate_inner", "f
 
 
 def _pi_subordinate_clause(doc: Doc, edits: Edits, rng: random.Random) -> bool:
-    """Rule 1: ',' before the first word of a clausal dependent (acl, advcl, ccomp, csubj, relcl, xcomp)."""
-    starts = []
+    """Rule 1: ',' "between the main clause and the subordinate clause" (the paper's rule (1)), for a
+    clausal dependent (acl, advcl, ccomp, csubj, relcl, xcomp): before its first word when it follows
+    the word it depends on, after its last word when it comes first ("When I came home, the ...")."""
+    positions = []  # token indices to put the comma after
     for token in doc:
         if token.dep_ not in CLAUSAL_DEPS:
             continue
-        start = token.left_edge.i
-        before = doc[start - 1] if start > 0 else None
-        if before is None or before.is_punct or before.is_space or doc[start].is_punct or not before.whitespace_:
-            continue
-        if start - 1 not in starts:
-            starts.append(start - 1)
-    if not starts:
+        start, end = token.left_edge.i, token.right_edge.i
+        position = end if token.head.i > end else start - 1
+        if _can_take_comma(doc, position) and position not in positions:
+            positions.append(position)
+    if not positions:
         return False
-    edits.insert_after(rng.choice(starts), ",")
+    edits.insert_after(rng.choice(positions), ",")
     return True
 
 
+def _can_take_comma(doc: Doc, i: int) -> bool:
+    """A comma fits after token ``i``: two words separated by a space, neither a punctuation mark
+    (an existing mark already separates the clauses)."""
+    if i < 0 or i + 1 >= len(doc):
+        return False
+    left, right = doc[i], doc[i + 1]
+    return bool(left.whitespace_) and not (left.is_punct or left.is_space or right.is_punct or right.is_space)
+
+
 def _pi_noun_subject(doc: Doc, edits: Edits, rng: random.Random) -> bool:
-    """Rule 2: quote the noun subject's subtree, or put ',' after it."""
+    """Rule 2: quote the noun subject's subtree, or put ',' after it. A noun subject is a word the
+    parser labels a nominal subject (nsubj, nsubjpass): the paper finds "the roles of every word" with
+    the dependency parser, so pronoun, number and determiner heads ("He", "Some of the residents")
+    count; relative and interrogative pronouns ("the man who lives") do not, being no noun."""
     options = []
     for token in doc:
-        if token.dep_ not in SUBJECT_DEPS or token.tag_ not in NOUN_TAGS:
+        if token.dep_ not in SUBJECT_DEPS or token.tag_ in WH_TAGS:
             continue
         start, end = token.left_edge.i, token.right_edge.i
         if not _balanced(doc[start: end + 1]):
@@ -386,15 +403,38 @@ def _pi_duplicate_inner(doc: Doc, edits: Edits, rng: random.Random) -> bool:
 
 
 def _pi_final_exclamation(doc: Doc, edits: Edits, rng: random.Random) -> bool:
-    """Rule 4: a final '!' gets another '!'; another final mark ('.', '?', '...') becomes '!'."""
-    last = _last_token(doc)
-    if last is None or last.text not in END_MARKS:
+    """Rule 4 (Algorithm 1, lines 16-22): a sentence ending with '!' gets another '!'; any other final
+    mark ('.', '?', ':', ';', ',', '...') becomes '!'. The final mark may sit inside closing quotes or
+    brackets ('... young men."'), and a full stop absorbed by a closing abbreviation ("the Y.M.C.A.")
+    is kept, '!' appended. A sentence without a final mark is left alone (Algorithm 1, line 24)."""
+    mark = _final_mark(doc)
+    if mark is None:
         return False
-    if last.text == "!":
-        edits.insert_after(last.i, "!")
+    if mark.text == "!" or not mark.is_punct:  # "!" -> "!!"; "Y.M.C.A." -> "Y.M.C.A.!"
+        edits.insert_after(mark.i, "!")
     else:
-        edits.replace(last.i, "!")
+        edits.replace(mark.i, "!")
     return True
+
+
+def _final_mark(doc: Doc) -> Token | None:
+    """The token holding the sentence's final mark, looking inside trailing closing quotes and
+    brackets; None when the sentence ends without one."""
+    last = _last_token(doc)
+    if last is None:
+        return None
+    i = last.i
+    while i > 0 and (_is_closing(doc[i]) or doc[i].is_space):
+        i -= 1
+    token = doc[i]
+    if token.text in TERMINAL_MARKS:
+        return token
+    ends_abbreviation = token.text.endswith(".") and any(ch.isalpha() for ch in token.text)
+    return token if ends_abbreviation and token.i == last.i else None
+
+
+def _is_closing(token: Token) -> bool:
+    return token.is_quote or (token.is_bracket and token.is_right_punct)
 
 
 _PI_RULES: dict[str, Callable[[Doc, Edits, random.Random], bool]] = {
@@ -573,30 +613,18 @@ def _prefix(doc: Doc, edits: Edits, prefix: str) -> None:
 
 def double_negation_paper(doc: Doc) -> str:
     """Algorithm 3 with correct English forms: delete one negation; then, in word order, "not"
-    after a finite auxiliary (before an infinitival "to"), at the ROOT, do-support for a verb or "Not" at the start
-    otherwise (also when the ROOT's verb group is already negated, as in the paper's Table 1).
-    Each verb group changes once; fewer than two transformations leave the sentence unchanged."""
+    after a finite auxiliary, before a non-finite one ("not to go", "not having gone"), and at the
+    ROOT do-support for a lexical verb or "Not" at the start otherwise (also when the ROOT's verb
+    group is already negated, as in the paper's Table 1). Each verb group changes once; fewer than
+    two transformations leave the sentence unchanged."""
     edits = Edits(doc)
-    count = 0
     touched: set[int] = set()  # verb-group heads already transformed
+    count = _remove_first_negation(doc, edits, touched)
     for token in doc:
-        if _removable_negation(token):
-            group = _group_of(token)
-            for negation in (n for n in group.negations if _removable_negation(n)):
-                _remove_negation(negation, edits)
-            touched.add(group.head.i)
-            count = 1
+        if count >= 2:
             break
-    prefixed = False
-    for token in doc:
-        if count == 2:
-            break
-        if token.dep_ == "aux" and token.tag_ == "TO":  # infinitival "to" is an aux in spaCy
-            group = _group_of(token)
-            if group.head.i not in touched and not group.negations and token.i not in edits.before:
-                edits.insert_before(token.i, "not ")  # "not to go" rather than "to not go"
-                touched.add(group.head.i)
-                count += 1
+        if token.dep_ in AUX_DEPS and token.tag_ in NON_FINITE_AUX_TAGS:
+            count += _negate_non_finite_auxiliary(token, edits, touched)
         elif token.dep_ in AUX_DEPS and token.tag_ in FINITE_TAGS:
             group = _group_of(token)
             if group.finite.i == token.i and group.head.i not in touched and not group.negations \
@@ -604,16 +632,52 @@ def double_negation_paper(doc: Doc) -> str:
                 touched.add(group.head.i)
                 count += 1
         elif token.dep_ == "ROOT":
-            group = VerbGroup(token)
-            if is_lexical_verb(token) and token.i not in touched and not group.negations and not group.inverted \
-                    and _insert_negation(group, edits):
-                touched.add(token.i)
-                count += 1
-            elif not prefixed:
-                _prefix(doc, edits, "Not ")
-                prefixed = True
-                count += 1
+            count += _negate_root(token, edits, touched)
     return edits.render() if count >= 2 else doc.text
+
+
+def _remove_first_negation(doc: Doc, edits: Edits, touched: set[int]) -> int:
+    """Algorithm 3, lines 2-5: delete the first removable negation (with any other of its verb group)."""
+    for token in doc:
+        if _removable_negation(token):
+            group = _group_of(token)
+            for negation in (n for n in group.negations if _removable_negation(n)):
+                _remove_negation(negation, edits)
+            touched.add(group.head.i)
+            return 1
+    return 0
+
+
+def _negate_non_finite_auxiliary(token: Token, edits: Edits, touched: set[int]) -> int:
+    """Algorithm 3's "w.dep == aux" step for an infinitival "to" or a gerund "having"/"being":
+    English puts "not" before them ("confessed to not having taken") rather than after."""
+    group = _group_of(token)
+    if group.finite.i != token.i or group.head.i in touched or group.negations or token.i in edits.before:
+        return 0
+    first = _first_token(token.doc)
+    if first is not None and first.i == token.i:
+        _prefix(token.doc, edits, "Not ")  # "Having won ..." -> "Not having won ..."
+    else:
+        edits.insert_before(token.i, "not ")
+    touched.add(group.head.i)
+    return 1
+
+
+def _negate_root(root: Token, edits: Edits, touched: set[int]) -> int:
+    """Algorithm 3's ROOT step: do-support for a lexical verb ("did not go"); "Not" at the start
+    otherwise (line 18), also for a ROOT whose verb group is already negated (the paper's Table 1).
+    A copula ROOT ("She is happy") is no verb here: it gets "Not" and nothing else. Algorithm 3's
+    "not" goes to words labelled aux (spaCy: aux, auxpass), and spaCy labels a copula ROOT."""
+    group = VerbGroup(root)
+    if is_lexical_verb(root) and root.i not in touched and not group.negations and not group.inverted \
+            and _insert_negation(group, edits):
+        touched.add(root.i)
+        return 1
+    first = _first_token(root.doc)
+    if first is None or first.i in edits.before:  # "Not" is already there
+        return 0
+    _prefix(root.doc, edits, "Not ")
+    return 1
 
 
 def double_negation_template(doc: Doc) -> str:
@@ -771,7 +835,7 @@ class PunctuationInsertion(_SpacyAugmenter):
     """``rule_choice="random"`` (default): one of the four rules drawn uniformly, as the paper's text
     says ("randomly select a rule"); it reproduces the paper's changed share (Table 3) far better
     than ``"ordered"``, Algorithm 1's first-applicable-rule order, which changes almost every
-    sentence (see benchmarks/results/sda_speed.md)."""
+    sentence (see benchmarks/results/sda_rates.md)."""
 
     name = "sda_punctuation"
     tag = "meaning-preserving"
@@ -819,7 +883,7 @@ class DoubleNegation(_SpacyAugmenter):
     not true that ..."), but not its exact procedure: here the first transformation is always the
     main predicate's (remove its negation, or add one) and the template is always the second, so
     the two negations scope over each other and cancel; Algorithm 3's loop can instead negate two
-    unrelated clauses. It applies to far more sentences (see benchmarks/results/sda_speed.md)."""
+    unrelated clauses. It applies to far more sentences (see benchmarks/results/sda_rates.md)."""
 
     name = "sda_double_negation"
     tag = "possibly-altering"

@@ -219,7 +219,9 @@ class UNAAugmenter:
     ``replacement`` tfidf (UNA) or random (the paper's Table 2 ablations); ``extra_fit_texts_from``
     a file whose texts join the corpus when fitting TF-IDF (UNA + paraphrasing: the ``cselab
     augment`` jsonl cache of the positives -- its "augmented" texts, only those of
-    ``extra_fit_augmentation`` when set -- or a text file with one sentence a line).
+    ``extra_fit_augmentation`` when set -- or a text file with one sentence a line);
+    ``extra_fit_positives`` true: the run's positives join it instead (the training views hand the
+    texts of ``views.positive: cached``, built for the whole corpus before the first step, to ``fit``).
     """
 
     name = "una"
@@ -228,7 +230,7 @@ class UNAAugmenter:
 
     def __init__(self, p: float = 0.5, radius: int = 4000, tf: str = "ratio", term_choice: str = "tfidf",
                  replacement: str = "tfidf", extra_fit_texts_from: str | None = None,
-                 extra_fit_augmentation: str | None = None):
+                 extra_fit_augmentation: str | None = None, extra_fit_positives: bool = False):
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1:
             raise ValueError(f"una: p must be in (0, 1], got {p!r}")
         if isinstance(radius, bool) or not isinstance(radius, int) or radius < 1:
@@ -246,6 +248,9 @@ class UNAAugmenter:
         self.replacement = replacement
         self.extra_fit_texts_from = extra_fit_texts_from
         self.extra_fit_augmentation = extra_fit_augmentation
+        if not isinstance(extra_fit_positives, bool):
+            raise ValueError(f"una: extra_fit_positives must be true or false, got {extra_fit_positives!r}")
+        self.extra_fit_positives = extra_fit_positives
         self.stats: TfidfStatistics | None = None
 
     def __repr__(self) -> str:
@@ -253,11 +258,17 @@ class UNAAugmenter:
                 f"replacement={self.replacement!r}, fitted={self.stats is not None})")
 
     # Step 1 ------------------------------------------------------------------------------------
-    def fit(self, corpus: list[str]) -> UNAAugmenter:
-        """TF-IDF over ``corpus`` (plus ``extra_fit_texts_from``); call once before ``augment``."""
+    def fit(self, corpus: list[str], positives: list[str] | None = None) -> UNAAugmenter:
+        """TF-IDF over ``corpus`` (plus ``extra_fit_texts_from``, plus ``positives`` with
+        ``extra_fit_positives``); call once before ``augment``."""
         texts = list(corpus)
         if self.extra_fit_texts_from:
             texts += read_fit_texts(self.extra_fit_texts_from, self.extra_fit_augmentation)
+        if self.extra_fit_positives:
+            if positives is None:
+                raise ValueError("una: extra_fit_positives needs the positives' texts: in training they come from "
+                                 "views.positive: cached; elsewhere use extra_fit_texts_from with a file")
+            texts += positives
         self.stats = fit_tfidf(texts, self.tf)
         return self
 

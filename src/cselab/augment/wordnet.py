@@ -1,13 +1,7 @@
-"""WordNet: installing Debian's copy for NLTK, cached lemma look-ups, and WordNet substitutions.
+"""WordNet: cached lemma look-ups and WordNet substitutions over NLTK's reader.
 
-Data: NLTK's ``WordNetCorpusReader`` reads a directory ``<root>/corpora/wordnet/`` holding the
-Princeton WordNet 3.0 database files plus a ``lexnames`` file. Debian ships the database
-(packages ``wordnet-base`` and ``wordnet-sense-index``, in ``/usr/share/wordnet``) but not
-``lexnames``; :func:`setup_wordnet` copies the files (copies, not links) and writes ``lexnames``.
-The root is ``$NLTK_DATA`` (its first entry) or ``~/.cache/cselab/nltk_data``. It runs lazily on
-first use, or explicitly::
-
-    python -m cselab.augment.wordnet --setup [--root DIR] [--force]
+Data: the WordNet 3.0 database shipped inside cselab, unpacked once for NLTK by
+:mod:`cselab.wordnet_data` (``python -m cselab.augment.wordnet --setup`` does it explicitly).
 
 Look-ups for other modules: :func:`synonyms`, :func:`antonyms`, :func:`hypernyms`,
 :func:`hyponyms` return lemma strings (multi-word lemmas with spaces), cached.
@@ -21,9 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import shutil
 import sys
-import tempfile
 import threading
 import warnings
 from functools import lru_cache
@@ -37,89 +29,21 @@ from cselab.augment.base import (
     register_augmenter,
 )
 from cselab.augment.tokenize import is_word, match_case
-
-DEBIAN_WORDNET = Path("/usr/share/wordnet")
-DEFAULT_ROOT = Path("~/.cache/cselab/nltk_data")
-INSTALL_HINT = ("WordNet is not available: install Debian's copy with "
-                "`apt-get install wordnet-base wordnet-sense-index`, then run "
-                "`python -m cselab.augment.wordnet --setup`")
-
-# The database files NLTK's reader opens (see WordNetCorpusReader._FILES), minus lexnames.
-_DATABASE_FILES = ("cntlist.rev", "index.sense", "index.adj", "index.adv", "index.noun", "index.verb",
-                   "data.adj", "data.adv", "data.noun", "data.verb", "adj.exc", "adv.exc", "noun.exc", "verb.exc")
-
-# The 45 lexicographer files of WordNet 3.0: number, name, syntactic category (1 n, 2 v, 3 a, 4 r).
-# NLTK reads "index name category" per line and asserts the index equals the line number.
-LEXNAMES = (
-    "adj.all", "adj.pert", "adv.all", "noun.Tops", "noun.act", "noun.animal", "noun.artifact",
-    "noun.attribute", "noun.body", "noun.cognition", "noun.communication", "noun.event", "noun.feeling",
-    "noun.food", "noun.group", "noun.location", "noun.motive", "noun.object", "noun.person",
-    "noun.phenomenon", "noun.plant", "noun.possession", "noun.process", "noun.quantity", "noun.relation",
-    "noun.shape", "noun.state", "noun.substance", "noun.time", "verb.body", "verb.change", "verb.cognition",
-    "verb.communication", "verb.competition", "verb.consumption", "verb.contact", "verb.creation",
-    "verb.emotion", "verb.motion", "verb.perception", "verb.possession", "verb.social", "verb.stative",
-    "verb.weather", "adj.ppl",
-)
-_CATEGORY = {"adj": 3, "adv": 4, "noun": 1, "verb": 2}
+from cselab.wordnet_data import WordNetUnavailable
+from cselab.wordnet_data import wordnet_dir as unpacked_wordnet_dir
 
 
-def lexnames_text() -> str:
-    return "".join(f"{i:02d}\t{name}\t{_CATEGORY[name.split('.')[0]]}\n" for i, name in enumerate(LEXNAMES))
-
-
-def nltk_data_root() -> Path:
-    """``$NLTK_DATA`` (first entry) if set, else ``~/.cache/cselab/nltk_data``."""
-    env = os.environ.get("NLTK_DATA", "").split(os.pathsep)[0].strip()
-    return Path(env).expanduser() if env else DEFAULT_ROOT.expanduser()
-
-
-def _is_complete(directory: Path) -> bool:
-    return all((directory / name).is_file() for name in ("lexnames", *_DATABASE_FILES))
-
-
-def setup_wordnet(root: str | Path | None = None, source: str | Path = DEBIAN_WORDNET, force: bool = False) -> Path:
-    """Copy Debian's WordNet into ``<root>/corpora/wordnet/`` with a generated ``lexnames``.
-
-    Atomic (copied into a temporary sibling, then renamed), so concurrent first uses are safe.
-    Returns the corpus directory.
-    """
-    root = Path(root).expanduser() if root else nltk_data_root()
-    target = root / "corpora" / "wordnet"
-    if _is_complete(target) and not force:
-        return target
-    source = Path(source)
-    missing = [name for name in _DATABASE_FILES if not (source / name).is_file()]
-    if missing:
-        raise AugmenterUnavailable(f"{source}: missing WordNet files {', '.join(missing)}; {INSTALL_HINT}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".wordnet-", dir=target.parent))
+def setup_wordnet(root: str | Path | None = None, force: bool = False) -> Path:
+    """Unpack the shipped WordNet into ``<root>/corpora/wordnet/`` (default root: see wordnet_data)."""
     try:
-        for name in _DATABASE_FILES:
-            shutil.copyfile(source / name, staging / name)
-        (staging / "lexnames").write_text(lexnames_text(), encoding="utf-8")
-        if target.exists():
-            if not force and _is_complete(target):
-                return target  # another process finished first
-            shutil.rmtree(target)
-        try:
-            os.replace(staging, target)
-        except OSError:
-            if not _is_complete(target):  # not a concurrent first use that won the race
-                raise
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-    return target
+        return unpacked_wordnet_dir(root, force=force)
+    except WordNetUnavailable as exc:
+        raise AugmenterUnavailable(str(exc)) from None
 
 
 def wordnet_dir() -> Path:
-    """The WordNet corpus directory, installing Debian's copy on first use."""
-    target = nltk_data_root() / "corpora" / "wordnet"
-    if _is_complete(target):
-        return target
-    if DEBIAN_WORDNET.is_dir():
-        return setup_wordnet()
-    raise AugmenterUnavailable(INSTALL_HINT)
+    """The WordNet corpus directory, unpacked on first use."""
+    return setup_wordnet()
 
 
 def register_with_nltk() -> Path:
@@ -163,7 +87,7 @@ def reader():
 
 
 def available() -> bool:
-    """True when WordNet can be loaded (files present or installable from Debian's copy)."""
+    """True when WordNet can be loaded (unpacked, or unpackable from the shipped archive)."""
     try:
         wordnet_dir()
         return True
@@ -374,10 +298,10 @@ class HyponymReplacement(WordNetSubstitution):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cselab.augment.wordnet",
-                                     description="Install Debian's WordNet for NLTK and look words up.")
-    parser.add_argument("--setup", action="store_true", help="copy /usr/share/wordnet into <root>/corpora/wordnet")
+                                     description="Unpack the shipped WordNet for NLTK and look words up.")
+    parser.add_argument("--setup", action="store_true", help="unpack the shipped WordNet into <root>/corpora/wordnet")
     parser.add_argument("--root", help="NLTK data root (default: $NLTK_DATA or ~/.cache/cselab/nltk_data)")
-    parser.add_argument("--force", action="store_true", help="copy again even if present")
+    parser.add_argument("--force", action="store_true", help="unpack again even if present")
     parser.add_argument("words", nargs="*", help="words to look up (synonyms, antonyms, hypernyms, hyponyms)")
     args = parser.parse_args(argv)
     if args.root:

@@ -3,6 +3,8 @@
 Every view of a step is tokenised together (dynamic padding) so the encoder runs once per step;
 ``roles`` says which rows are anchors, positives, negatives and label views. An objective with an
 MLM term also gets its masked tokens here, so all per-step data work runs in the loader's workers.
+A packed pre-training run steps through token blocks instead of sentences, with the same plan and
+batches (``data/packing.py: PackedCollator``).
 """
 from __future__ import annotations
 
@@ -16,6 +18,11 @@ from cselab.data.masking import MaskedBatch, MlmMasking
 from cselab.data.views import StepViews, ViewBuilder, step_seed
 
 MASKING_ROLE = 5  # step_seed role of the MLM masks (0-4 and 10+ are the views'; 1000 + rank other processes')
+
+
+def masking_role(rank: int) -> int:
+    """Each process masks its own rows with its own seed (rank 0 keeps the single-process one)."""
+    return MASKING_ROLE if rank == 0 else 1000 + rank
 
 
 @dataclass
@@ -130,13 +137,17 @@ class Collator:
     """
 
     def __init__(self, tokenize, view_builder: ViewBuilder, encode_views: bool = True,
-                 masking: MlmMasking | None = None, rank: int = 0):
+                 masking: MlmMasking | None = None, rank: int = 0, encode_negatives_twice: bool = False):
         self.tokenize = tokenize
         self.view_builder = view_builder
         self.encode_views = encode_views
+        self.encode_negatives_twice = encode_negatives_twice
         self.masking = masking
-        # Each process masks its own rows with its own seed (rank 0 keeps the single-process one).
-        self.masking_role = MASKING_ROLE if rank == 0 else 1000 + rank
+        self.masking_role = masking_role(rank)
+
+    def masked(self, sentences: list[str], seed: int) -> MaskedBatch:
+        """The sentences tokenised and masked for the MLM term (its pass reads no views)."""
+        return self.masking(dict(self.tokenize(sentences)), seed)
 
     def __call__(self, item: tuple[int, list[str]]) -> Batch:
         step, sentences = item
@@ -145,7 +156,10 @@ class Collator:
             views = self.view_builder(step, sentences)
             texts, roles = list(views.anchors), {"anchor": slice(0, len(views.anchors))}
             for role, rows in (("positive", views.positives if views.positives is not None else views.anchors),
-                               ("negative", views.negatives), ("label_view", views.label_texts)):
+                               ("negative", views.negatives),
+                               # The negatives again, as their own rows: a second dropout view (UNA's 4N NT-Xent).
+                               ("negative_positive", views.negatives if self.encode_negatives_twice else None),
+                               ("label_view", views.label_texts)):
                 if rows is not None:
                     roles[role] = slice(len(texts), len(texts) + len(rows))
                     texts.extend(rows)
@@ -156,6 +170,8 @@ class Collator:
                 batch.labels = torch.tensor(views.labels)
         if self.masking is not None:
             # The original sentences (CLEAR augments both contrastive views; MLM reads the originals).
-            seed = step_seed(self.view_builder.seed, step, self.masking_role)
-            batch.masked = self.masking(dict(self.tokenize(sentences)), seed)
+            batch.masked = self.masked(sentences, step_seed(self.view_builder.seed, step, self.masking_role))
+            if not self.encode_views:  # MLM alone: its pass is the step's only one, its tokens the work done
+                mask = batch.masked.features["attention_mask"].numpy()
+                batch.real_tokens, batch.padded_tokens = int(mask.sum()), mask.size
         return batch

@@ -1,12 +1,13 @@
 """Training corpora: text files (plain or .gz), CSV/TSV/JSONL columns, Hugging Face datasets, and
 the offline default (WordNet usage examples). Lines are cleaned; what is skipped is counted by reason.
 
-Bad input never crashes the reader: a line ends at \\n, \\r\\n or a lone \\r; invalid UTF-8 becomes
-U+FFFD, BOMs, NUL bytes and control characters are removed, whitespace runs become one space,
-over-long lines are cut, and each of these is counted in ``CorpusStats.cleaned``. Lines left
-empty, invalid JSONL records, non-string values and rows missing their column are skipped and
-counted in ``CorpusStats.skipped``. Only a file that cannot be read as a whole (missing, a
-truncated or corrupt gzip stream, a wrong column name) is a ``CorpusError`` naming the file and line.
+Bad input never crashes the reader: a line ends at \\n, \\r\\n or a lone \\r; BOMs, NUL bytes and
+control characters are removed, whitespace runs become one space, over-long lines are cut, and
+each of these is counted in ``CorpusStats.cleaned``. Lines left empty, invalid JSONL records,
+non-string values and rows missing their column are skipped and counted in ``CorpusStats.skipped``.
+Text is UTF-8 (with or without a BOM) or UTF-16 with its BOM. A file that cannot be read as meant
+(missing or unreadable, another encoding such as Latin-1 or UTF-32, a truncated or corrupt gzip
+stream, a wrong column name) is a ``CorpusError`` naming the file and line.
 """
 from __future__ import annotations
 
@@ -23,9 +24,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cselab.errors import counted
+from cselab.wordnet_data import WordNetUnavailable, wordnet_dir
+
 # Longer lines are cut: the tokenizer keeps at most max_seq_len tokens anyway.
 MAX_CHARS = 10_000
-WORDNET_DIRS = ("/usr/share/wordnet",)
 
 
 class CorpusError(ValueError):
@@ -40,7 +43,7 @@ class CorpusStats:
     cleaned: Counter = field(default_factory=Counter)
 
     def summary(self) -> str:
-        parts = [f"{self.kept} sentences from {self.source}"]
+        parts = [f"{counted(self.kept, 'sentence')} from {self.source}"]
         if self.skipped:
             parts.append("skipped: " + ", ".join(f"{k} {v}" for k, v in sorted(self.skipped.items())))
         if self.cleaned:
@@ -84,73 +87,133 @@ def clean_line(line: str, stats: CorpusStats) -> str | None:
     return text
 
 
+def is_file(path: Path) -> bool:
+    """``path.is_file()``, False for a name the system cannot even look up (too long, a NUL byte)."""
+    return _answer(path.is_file)
+
+
+def _answer(check) -> bool:
+    try:
+        return check()
+    except (OSError, ValueError):
+        return False
+
+
 def _open_binary(path: Path):
     return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
 
-def _decode(raw: bytes, stats: CorpusStats) -> str:
-    """UTF-8, with each invalid byte sequence replaced by U+FFFD and the line counted."""
+def _convert_hint(source: str) -> str:
+    """What to do about a file in an encoding cselab does not read (``source``: iconv's name for it)."""
+    return (f"cselab reads UTF-8 (with or without a BOM) or UTF-16 with a BOM; convert the file, "
+            f"e.g. iconv -f {source} -t utf-8")
+
+
+def _decode(raw: bytes, where: str) -> str:
+    """UTF-8, or a CorpusError naming the file and line (``where``): Latin-1, cp1252 and other
+    bytes would otherwise train on garbled text without anyone noticing."""
     try:
         return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        stats.cleaned["invalid_utf8"] += 1
-        return raw.decode("utf-8", errors="replace")
+    except UnicodeDecodeError as exc:
+        raise CorpusError(f"{where}: not valid UTF-8 (byte 0x{raw[exc.start]:02X} at byte {exc.start + 1} of the "
+                          f"line); {_convert_hint('latin1')}") from None
 
 
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+UTF32_BOMS = (b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")
+SNIFF_BYTES = 4096
+
+
+def _looks_like_wide_text(head: bytes) -> bool:
+    """UTF-16 or UTF-32 without a byte-order mark: Latin letters with NUL bytes between them, i.e.
+    nearly every byte at one parity is NUL and at most half at the other (a run of NULs is not)."""
+    if len(head) < 8:
+        return False
+    shares = sorted(head[parity::2].count(0) / len(head[parity::2]) for parity in (0, 1))
+    return shares[1] >= 0.9 and shares[0] <= 0.5
+
+
+def sniff_encoding(head: bytes, path: Path) -> str:
+    """'utf-16' (its BOM gives the byte order) or 'utf-8' for a file starting with ``head``; UTF-32
+    and BOM-less UTF-16/32 are a CorpusError (they would pass as UTF-8 with NULs removed)."""
+    if head.startswith(UTF32_BOMS):
+        raise CorpusError(f"{path}:1: UTF-32 text (its byte-order mark); {_convert_hint('utf-32')}")
+    if head.startswith(UTF16_BOMS):
+        return "utf-16"
+    if _looks_like_wide_text(head):
+        raise CorpusError(f"{path}:1: looks like UTF-16 or UTF-32 without a byte-order mark (NUL bytes between "
+                          f"the letters); {_convert_hint('utf-16le')}")
+    return "utf-8"
+
+
+def text_encoding(path: Path) -> str:
+    """The encoding of the (decompressed) file: see :func:`sniff_encoding`. A file that cannot be
+    opened or decompressed is left to the reader, which names the problem ('utf-8' here)."""
+    try:
+        with _open_binary(path) as handle:
+            head = handle.read(SNIFF_BYTES)
+    except (OSError, EOFError, zlib.error):
+        return "utf-8"
+    return sniff_encoding(head, path)
 
 
 def is_utf16(path: Path) -> bool:
     """Whether the (decompressed) file starts with a UTF-16 byte-order mark (Windows' "Unicode")."""
-    try:
-        with _open_binary(path) as handle:
-            return handle.read(2) in UTF16_BOMS
-    except (OSError, EOFError, zlib.error):
-        return False
+    return text_encoding(path) == "utf-16"
 
 
 def _utf16_lines(handle) -> Iterator[bytes]:
-    """The lines of a UTF-16 stream as UTF-8 bytes, decoded block by block (memory stays flat)."""
+    """The lines of a UTF-16 stream as UTF-8 bytes, decoded block by block (memory stays flat). A lone
+    surrogate passes through (as bytes that are not UTF-8), so the line reader names its line."""
     import codecs
 
-    decoder = codecs.getincrementaldecoder("utf-16")(errors="replace")  # the BOM gives the byte order
+    decoder = codecs.getincrementaldecoder("utf-16")(errors="surrogatepass")  # the BOM gives the byte order
     pending = b""
     for block in itertools.chain(iter(lambda: handle.read(1 << 16), b""), [None]):  # None: the end
-        pending += (decoder.decode(block) if block is not None else decoder.decode(b"", final=True)).encode("utf-8")
+        text = decoder.decode(block) if block is not None else decoder.decode(b"", final=True)
+        pending += text.encode("utf-8", errors="surrogatepass")
         *lines, pending = pending.split(b"\n")
         yield from (line + b"\n" for line in lines)
     if pending:
         yield pending
 
 
-def _raw_lines(path: Path) -> Iterator[bytes]:
-    """Byte lines split at \\n, \\r\\n and a lone \\r (old Mac); a broken gzip stream is a CorpusError.
-    A file that starts with a UTF-16 byte-order mark is decoded as UTF-16 and read as UTF-8."""
+def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes) split at \\n, \\r\\n and a lone \\r (old Mac); a broken gzip stream is a
+    CorpusError. A file that starts with a UTF-16 byte-order mark is decoded as UTF-16 and read as UTF-8."""
     number = 0
     try:
         with _open_binary(path) as handle:
-            utf16 = handle.read(2) in UTF16_BOMS
+            utf16 = sniff_encoding(handle.read(SNIFF_BYTES), path) == "utf-16"
             handle.seek(0)
             for chunk in _utf16_lines(handle) if utf16 else handle:
                 for piece in chunk.removesuffix(b"\n").removesuffix(b"\r").split(b"\r"):
                     number += 1
-                    yield piece
+                    yield number, piece
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise CorpusError(f"{path}:{number + 1}: gzip data is truncated or corrupt ({exc}); "
-                          f"{number} lines were readable") from None
+                          f"{counted(number, 'line')} {'was' if number == 1 else 'were'} readable") from None
+    except UnicodeDecodeError:  # only UTF-16 decoding raises: an odd number of bytes at the end
+        raise CorpusError(f"{path}:{number + 1}: UTF-16 text ends in the middle of a character") from None
     except OSError as exc:
         raise CorpusError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
-def _lines(path: Path, stats: CorpusStats) -> Iterator[str]:
-    for raw in _raw_lines(path):
-        yield _decode(raw, stats)
+def _lines(path: Path) -> Iterator[str]:
+    for number, raw in _raw_lines(path):
+        yield _decode(raw, f"{path}:{number}")
 
 
-def _text_stream(path: Path, stats: CorpusStats) -> Iterator[str]:
+def text_lines(path: Path) -> list[str]:
+    """Every line of a text file, decoded as a corpus is (UTF-8 or UTF-16 with its BOM, the same line
+    endings, BOMs removed) but otherwise as it is: empty lines stay, one entry per line."""
+    return [line.replace("\ufeff", "") for line in _lines(path)]
+
+
+def _text_stream(path: Path) -> Iterator[str]:
     """Lines with their endings normalised to \\n, for the csv module (which needs one stream)."""
-    for raw in _raw_lines(path):
-        yield _decode(raw, stats) + "\n"
+    for line in _lines(path):
+        yield line + "\n"
 
 
 def _table_rows(path: Path, column: str | None, stats: CorpusStats) -> Iterator[str | None]:
@@ -158,7 +221,7 @@ def _table_rows(path: Path, column: str | None, stats: CorpusStats) -> Iterator[
     name = path.name.removesuffix(".gz")
     if name.endswith(".jsonl"):
         key = column or "text"
-        for number, line in enumerate(_lines(path, stats), start=1):
+        for number, line in enumerate(_lines(path), start=1):
             if not line.strip():
                 yield ""
                 continue
@@ -182,7 +245,7 @@ def _table_rows(path: Path, column: str | None, stats: CorpusStats) -> Iterator[
                 yield record[key]
         return
     delimiter = "\t" if name.endswith(".tsv") else ","
-    reader = csv.reader(_text_stream(path, stats), delimiter=delimiter)
+    reader = csv.reader(_text_stream(path), delimiter=delimiter)
     try:
         fields = next(reader)
     except StopIteration:
@@ -212,11 +275,11 @@ def _table_rows(path: Path, column: str | None, stats: CorpusStats) -> Iterator[
 
 
 def wordnet_examples(min_words: int = 5) -> Iterator[str]:
-    """WordNet 3.0 usage examples (Debian's wordnet-base): natural English sentences, offline."""
-    root = next((Path(d) for d in WORDNET_DIRS if (Path(d) / "data.noun").is_file()), None)
-    if root is None:
-        raise CorpusError("builtin:wordnet-glosses needs WordNet at /usr/share/wordnet "
-                          "(apt-get install wordnet-base, or run scripts/setup.sh); or pass --corpus FILE")
+    """WordNet 3.0 usage examples (the database shipped with cselab): natural English sentences, offline."""
+    try:
+        root = wordnet_dir()
+    except WordNetUnavailable as exc:
+        raise CorpusError(f"builtin:wordnet-glosses: {exc}; or pass --corpus FILE") from None
     for pos in ("noun", "verb", "adj", "adv"):
         with open(root / f"data.{pos}", encoding="utf-8", errors="replace") as handle:
             for line in handle:
@@ -239,10 +302,11 @@ def iter_corpus(spec: str, column: str | None = None, stats: CorpusStats | None 
         raw = _hf_rows(spec[3:], column)
     else:
         path = Path(os.path.expanduser(spec))
-        if not path.is_file():
-            raise CorpusError(f"{spec}: corpus file not found")
+        if not is_file(path):
+            what = "is a directory, not a corpus file" if _answer(path.is_dir) else "corpus file not found"
+            raise CorpusError(f"{spec}: {what}")
         name = path.name.removesuffix(".gz")
-        raw = _table_rows(path, column, stats) if name.endswith((".csv", ".tsv", ".jsonl")) else _lines(path, stats)
+        raw = _table_rows(path, column, stats) if name.endswith((".csv", ".tsv", ".jsonl")) else _lines(path)
     for line in raw:
         if line is None:
             continue  # skipped and counted by the reader

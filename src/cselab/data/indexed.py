@@ -21,7 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-from cselab.data.corpus import CorpusError, CorpusStats, _decode, clean_line, is_utf16, iter_corpus
+from cselab.data.corpus import CorpusError, CorpusStats, _decode, clean_line, is_file, iter_corpus, text_encoding
+
+# Part of every index and spool cache key: a reader change (UTF-8 is now checked, not replaced)
+# must not reuse what an older one cached.
+READER_VERSION = "2"
 
 
 def _cache_dir(kind: str = "line-index") -> Path:
@@ -61,10 +65,10 @@ def spool(spec: str, column: str | None) -> tuple[Path, CorpusStats]:
     the column. A ``hf:`` dataset is fetched once per name and column: delete its files under
     ``$CSELAB_CACHE/spooled`` (default ``~/.cache/cselab/spooled``) to fetch a newer version."""
     path = Path(os.path.expanduser(spec))
-    if not spec.startswith(("hf:", "builtin:")) and path.is_file():
-        key = _version_key(path, str(column))
+    if not spec.startswith(("hf:", "builtin:")) and is_file(path):
+        key = _version_key(path, f"{column}|{READER_VERSION}")
     else:
-        key = hashlib.sha256(f"{spec}|{column}".encode()).hexdigest()[:24]
+        key = hashlib.sha256(f"{spec}|{column}|{READER_VERSION}".encode()).hexdigest()[:24]
     text_file, stats_file = _cache_dir("spooled") / f"{key}.txt", _cache_dir("spooled") / f"{key}.stats.json"
     if not (text_file.is_file() and stats_file.is_file()):
         text_file.parent.mkdir(parents=True, exist_ok=True)
@@ -105,7 +109,9 @@ class IndexedTextCorpus(Sequence[str]):
     def __init__(self, path: str | os.PathLike, stats: CorpusStats | None = None, progress: bool = False):
         self.path = Path(path)
         self.stats = stats if stats is not None else CorpusStats(str(path))
-        key = _version_key(self.path)
+        with open(self.path, "rb"):  # a file unreadable now fails here, not at the first batch (cached index)
+            pass
+        key = _version_key(self.path, READER_VERSION)
         index_file = _cache_dir() / f"{key}.offsets.npy"
         stats_file = _cache_dir() / f"{key}.stats.json"
         if not (index_file.is_file() and stats_file.is_file()):
@@ -116,21 +122,36 @@ class IndexedTextCorpus(Sequence[str]):
 
     def _build(self, index_file: Path, stats_file: Path, progress: bool) -> None:
         index_file.parent.mkdir(parents=True, exist_ok=True)
+        text_encoding(self.path)  # UTF-32 or BOM-less UTF-16 is refused before any work
         stats = CorpusStats(str(self.path))
         tmp = _own_part(index_file.with_suffix(".offsets"))
-        buffer: list[int] = []
+        try:
+            with open(tmp, "wb") as out:
+                self._write_offsets(out, stats, progress)
+            offsets = np.fromfile(tmp, dtype=np.uint64)
+        finally:
+            tmp.unlink(missing_ok=True)  # also when a line is not UTF-8: no stray part file in the cache
+        part = _own_part(index_file).with_suffix(".npy")  # np.save adds .npy to any other name
+        np.save(part, offsets, allow_pickle=False)
+        _write_text_atomic(stats_file, json.dumps(stats.to_dict()))  # the counts first: whoever sees
+        os.replace(part, index_file)  # the index sees its counts too
+
+    def _write_offsets(self, out, stats: CorpusStats, progress: bool) -> None:
+        """One pass over the file: the byte offset of every kept line into ``out`` (uint64), counts into ``stats``."""
         bar = None
         if progress:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=self.path.stat().st_size, unit="B", unit_scale=True, desc=f"index {self.path.name}")
-        with open(tmp, "wb") as out, open(self.path, "rb") as handle:
-            offset = 0
+        buffer: list[int] = []
+        number = offset = 0
+        with open(self.path, "rb") as handle:
             for chunk in handle:
                 # The same splitting as the in-memory reader: \n, \r\n and a lone \r end a line.
                 piece_offset = offset
                 for piece in chunk.removesuffix(b"\n").removesuffix(b"\r").split(b"\r"):
-                    if clean_line(_decode(piece, stats), stats) is not None:
+                    number += 1
+                    if clean_line(_decode(piece, f"{self.path}:{number}"), stats) is not None:
                         stats.kept += 1
                         buffer.append(piece_offset)
                     piece_offset += len(piece) + 1
@@ -140,15 +161,9 @@ class IndexedTextCorpus(Sequence[str]):
                     buffer.clear()
                 if bar is not None:
                     bar.update(len(chunk))
-            out.write(np.asarray(buffer, dtype=np.uint64).tobytes())
+        out.write(np.asarray(buffer, dtype=np.uint64).tobytes())
         if bar is not None:
             bar.close()
-        offsets = np.fromfile(tmp, dtype=np.uint64)
-        part = _own_part(index_file).with_suffix(".npy")  # np.save adds .npy to any other name
-        np.save(part, offsets, allow_pickle=False)
-        tmp.unlink()
-        _write_text_atomic(stats_file, json.dumps(stats.to_dict()))  # the counts first: whoever sees
-        os.replace(part, index_file)  # the index sees its counts too
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -195,10 +210,11 @@ class IndexedTextCorpus(Sequence[str]):
 
 
 def _is_plain_text_file(spec: str) -> bool:
-    """UTF-8 text read in place through the line index; anything else (UTF-16 too) is spooled first."""
+    """UTF-8 text read in place through the line index; anything else (UTF-16 too) is spooled first.
+    A file in an encoding cselab does not read (UTF-32, ...) is a CorpusError here, before any work."""
     path = Path(os.path.expanduser(spec))
-    return (not spec.startswith(("builtin:", "hf:")) and path.is_file()
-            and not path.name.endswith((".gz", ".csv", ".tsv", ".jsonl")) and not is_utf16(path))
+    return (not spec.startswith(("builtin:", "hf:")) and is_file(path)
+            and not path.name.endswith((".gz", ".csv", ".tsv", ".jsonl")) and text_encoding(path) == "utf-8")
 
 
 BUILTIN_CAP = 20_000  # the builtin corpus's default size: enough for a short, meaningful first run
@@ -219,8 +235,9 @@ def read_corpus(spec: str, column: str | None = None, max_sentences: int | None 
         else:
             text_file, stats = spool(spec, column)
             sentences = IndexedTextCorpus(text_file)  # counts are the source's, not the spooled file's
-    except OSError as exc:
-        raise CorpusError(f"{spec}: cannot read ({exc.strerror or exc})") from None
+    except OSError as exc:  # the corpus, or the cache beside it
+        where = f": {exc.filename}" if exc.filename and str(exc.filename) != os.path.expanduser(spec) else ""
+        raise CorpusError(f"{spec}: cannot read ({exc.strerror or exc}{where})") from None
     if max_sentences is None and spec.startswith("builtin:"):
         max_sentences = BUILTIN_CAP  # only the builtin corpus is capped by default; a user's never is
     if max_sentences is not None and len(sentences) > max_sentences:

@@ -7,9 +7,11 @@ anchor; each paper is a different view spec.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from cselab.config import ViewsConfig
+from cselab.errors import ConfigError
 
 
 @dataclass
@@ -30,20 +32,43 @@ class ViewBuilder:
     """Makes the views of one batch of anchors; runs in data-loader workers."""
 
     def __init__(self, views: ViewsConfig, corpus: list[str], seed: int):
-        from cselab.augment import build_augmenter
-
         self.seed = seed
         self.negative_every = views.negative_every
         self.positive_prob = views.positive_prob
-        self.anchor = None if views.anchor == "identity" else build_augmenter(views.anchor, **views.anchor_params)
-        self.positive = (None if views.positive == "dropout"
-                         else build_augmenter(views.positive, **views.positive_params))
-        self.negative = None if views.negative == "none" else build_augmenter(views.negative, **views.negative_params)
-        self.labelers = [build_augmenter(name, **views.label_params.get(name, {})) for name in views.label]
-        for augmenter in (self.anchor, self.positive, self.negative, *self.labelers):
-            fit = getattr(augmenter, "fit", None)
-            if callable(fit):  # corpus-level statistics, e.g. UNA's TF-IDF
-                fit(corpus)
+        self.anchor = None if views.anchor == "identity" else _build("anchor", views.anchor, views.anchor_params)
+        self.positive = None if views.positive == "dropout" else _build("positive", views.positive,
+                                                                        views.positive_params)
+        self.negative = None if views.negative == "none" else _build("negative", views.negative,
+                                                                     views.negative_params)
+        self.labelers = [_build(f"label_params.{name}", name, views.label_params.get(name, {})) for name in views.label]
+        # Corpus-level work before the first step: UNA's TF-IDF, a cache of paraphrases built for the
+        # whole corpus. The positives first: UNA + paraphrasing fits its TF-IDF on them too.
+        for augmenter in (self.anchor, self.positive, *self.labelers):
+            _fit(augmenter, corpus)
+        if getattr(self.negative, "extra_fit_positives", False):
+            self.negative.fit(corpus, positives=self._positive_texts(views.positive))
+        else:
+            _fit(self.negative, corpus)
+
+    def _positive_texts(self, positive_name: str) -> list[str]:
+        texts = getattr(self.positive, "augmented_texts", None)
+        if not callable(texts):
+            raise ConfigError(f"views.negative_params.extra_fit_positives: needs positives computed for the whole "
+                              f"corpus (views.positive: cached), not {positive_name}")
+        return texts()
+
+    @property
+    def augmenters(self) -> list:
+        """Every augmenter of the views, those inside compositions included."""
+        return [part for augmenter in (self.anchor, self.positive, self.negative, *self.labelers)
+                for part in _parts(augmenter)]
+
+    def use_tokenizer(self, tokenizer) -> None:
+        """Augmenters that count a model's tokens (CLEAR's, at the token level) count the encoder's:
+        call after the encoder has added ``special_tokens``."""
+        for augmenter in self.augmenters:
+            if callable(getattr(augmenter, "use_tokenizer", None)):
+                augmenter.use_tokenizer(tokenizer)
 
     @property
     def special_tokens(self) -> tuple[str, ...]:
@@ -79,3 +104,40 @@ class ViewBuilder:
             views.labels = [choice[i] + 1 if texts[i] != sentences[i] else 0 for i in range(len(sentences))]
             views.label_texts = texts
         return views
+
+
+def _build(role: str, name: str, params: dict):
+    """The augmenter of one role; a value it refuses is the recipe's error, named by its key."""
+    from cselab.augment import build_augmenter
+
+    try:
+        return build_augmenter(name, **params)
+    except ValueError as exc:
+        key = role if role.startswith("label_params.") else f"{role}_params"
+        raise ConfigError(f"views.{key}: {exc}") from None
+
+
+def _fit(augmenter, corpus) -> None:
+    fit = getattr(augmenter, "fit", None)
+    if callable(fit):
+        fit(corpus)
+
+
+# Where compositions keep their parts (augment/compose.py: sequence, one_of, with_probability;
+# augment/cache.py: cached's augmenter for sentences missing from the cache).
+_PART_LISTS = ("steps", "choices")
+_PART = ("augmenter", "fallback")
+
+
+def _parts(augmenter) -> Iterator:
+    """``augmenter`` and, recursively, the augmenters it is made of."""
+    if augmenter is None:
+        return
+    yield augmenter
+    for attribute in _PART_LISTS:
+        for part in getattr(augmenter, attribute, None) or ():
+            yield from _parts(part)
+    for attribute in _PART:
+        part = getattr(augmenter, attribute, None)
+        if callable(getattr(part, "augment", None)):
+            yield from _parts(part)

@@ -109,28 +109,28 @@ def _add_data(sub) -> None:
     down.add_argument("--force", action="store_true", help="download even if every file is already there")
     down.set_defaults(func=_run_download)
     chk = actions.add_parser("check", help="list which tasks have their files in a data directory")
-    chk.add_argument("--data-dir", default=str(DEFAULT_DEST))
+    chk.add_argument("--data-dir",
+                     help="SentEval data directory (default: $CSELAB_DATA, then ~/.cache/cselab/senteval)")
     chk.set_defaults(func=_run_check)
 
 
 def _run_download(args) -> int:
+    from cselab.errors import counted
     from cselab.evaluate.download import download
 
     done = download(Path(args.dest), url=args.url, sha256=args.sha256, force=args.force)
     if done["status"] == "downloaded":
-        print(f"SentEval data ({done['files']} files checked) -> {done['dest']}\n"
-              f"archive: {done['bytes']} bytes, sha256 {done['sha256']}")
+        print(f"SentEval data ({counted(done['files'], 'file')} checked) -> {done['dest']}\n"
+              f"archive: {counted(done['bytes'], 'byte')}, sha256 {done['sha256']}")
     else:
-        print(f"{done['dest']}: {done['status']} ({done['files']} files); use --force to download again")
+        print(f"{done['dest']}: {done['status']} ({counted(done['files'], 'file')}); use --force to download again")
     return 0
 
 
 def _run_check(args) -> int:
     from cselab.evaluate.download import check
 
-    path = Path(args.data_dir).expanduser()
-    if not path.is_dir():
-        raise FileNotFoundError(f"{path}: data directory not found (run `cselab data download --dest {path}`)")
+    path = _data_dir(args.data_dir)  # where `cselab eval` would look
     for status, names in check(path).items():
         print(f"{status:14s} {', '.join(names)}")
     return 0

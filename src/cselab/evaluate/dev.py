@@ -23,12 +23,19 @@ def find_senteval_dir(explicit: str | None = None) -> Path | None:
     where ``cselab data download`` puts it (``~/.cache/cselab/senteval``); None when none has STS-B dev."""
     candidates = [explicit, os.environ.get("CSELAB_DATA"), str(Path.home() / ".cache" / "cselab" / "senteval")]
     for candidate in candidates:
-        if candidate and (Path(candidate) / STSB_DEV).is_file():
-            return Path(candidate)
+        if candidate and _has_stsb_dev(Path(candidate).expanduser()):
+            return Path(candidate).expanduser()
     if explicit:
         raise FileNotFoundError(f"{Path(explicit) / STSB_DEV}: STS-B dev not found "
                                 f"(run `cselab data download --dest {explicit}`)")
     return None
+
+
+def _has_stsb_dev(folder: Path) -> bool:
+    try:
+        return (folder / STSB_DEV).is_file()
+    except (OSError, ValueError):  # a name the system cannot look up (too long, a NUL byte)
+        return False
 
 
 def read_stsb(path: Path) -> tuple[list[str], list[str], np.ndarray]:

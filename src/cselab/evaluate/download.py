@@ -19,6 +19,8 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
+from cselab.errors import counted
+
 DEFAULT_URL = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/senteval.tar"
 DEFAULT_DEST = Path.home() / ".cache" / "cselab" / "senteval"
 
@@ -145,7 +147,7 @@ def download(dest: Path = DEFAULT_DEST, url: str = DEFAULT_URL, sha256: str | No
         archive = work_dir / (Path(url).name or "senteval.tar")
         fetched = (fetcher or (lambda u, t: fetch(u, t, progress=progress)))(url, archive)
         if fetched.get("expected_bytes") is not None and fetched["bytes"] != fetched["expected_bytes"]:
-            raise DownloadError(f"{url}: got {fetched['bytes']} bytes, the server announced "
+            raise DownloadError(f"{url}: got {counted(fetched['bytes'], 'byte')}, the server announced "
                                 f"{fetched['expected_bytes']} (interrupted download?); run the command again")
         if sha256 and fetched["sha256"].lower() != sha256.lower():
             raise DownloadError(f"{url}: sha256 {fetched['sha256']} does not match the expected {sha256}")
@@ -156,7 +158,7 @@ def download(dest: Path = DEFAULT_DEST, url: str = DEFAULT_URL, sha256: str | No
             raise DownloadError(f"{url}: the archive has no STS/STSBenchmark directory (not SentEval's layout)")
         absent = [f for f in needed if not (root / f).is_file()]
         if absent:
-            more = f" and {len(absent) - 1} more files" if len(absent) > 1 else ""
+            more = f" and {counted(len(absent) - 1, 'more file')}" if len(absent) > 1 else ""
             raise DownloadError(f"{url}: the archive lacks {absent[0]}{more}")
         dest.mkdir(parents=True, exist_ok=True)
         for item in root.iterdir():

@@ -16,6 +16,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from cselab.errors import counted
+
 log = logging.getLogger(__name__)
 
 # Bump when readers or scoring inputs change so old cache entries are not reused.
@@ -89,7 +91,7 @@ class EmbeddingStore:
         if todo:
             vectors = np.asarray(self.encode(todo), dtype=np.float32)
             if vectors.ndim != 2 or vectors.shape[0] != len(todo):
-                raise ValueError(f"encoder returned shape {vectors.shape} for {len(todo)} sentences")
+                raise ValueError(f"encoder returned shape {vectors.shape} for {counted(len(todo), 'sentence')}")
             self.memory.update(zip(todo, vectors, strict=True))
             self.stats["encoded"] += len(todo)
         result = np.stack([self.memory[s] for s in sentences]) if sentences else np.zeros((0, 0), np.float32)

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from cselab.errors import counted
+
 DOWNLOAD_HINT = "run `cselab data download --dest DIR` and pass --data-dir DIR"
 
 
@@ -86,8 +88,8 @@ def read_sts_subset(input_path: Path, gold_path: Path) -> SentencePairs:
     inputs = read_text(input_path).splitlines()
     golds = read_text(gold_path).splitlines()
     if len(inputs) != len(golds):
-        raise DataFormatError(f"{gold_path}: {len(golds)} gold lines for {len(inputs)} sentence pairs "
-                              f"in {input_path.name}")
+        raise DataFormatError(f"{gold_path}: {counted(len(golds), 'gold line')} for "
+                              f"{counted(len(inputs), 'sentence pair')} in {input_path.name}")
     left, right, scores = [], [], []
     for number, (line, gold) in enumerate(zip(inputs, golds, strict=True), start=1):
         if not gold.strip():
@@ -95,7 +97,7 @@ def read_sts_subset(input_path: Path, gold_path: Path) -> SentencePairs:
         fields = line.split("\t")
         if len(fields) < 2:
             raise DataFormatError(f"{input_path}:{number}: expected two tab-separated sentences, "
-                                  f"found {len(fields)} field(s)")
+                                  f"found {counted(len(fields), 'field')}")
         scores.append(_float(gold.strip(), gold_path, number, "gold score"))
         left.append(normalize(fields[0]))
         right.append(normalize(fields[1]))

@@ -27,7 +27,7 @@ def evaluate(model: LoadedModel | Encoder, data_dir: str | Path, tasks: str | li
     ``model`` is a :class:`LoadedModel` (cache keyed by its weights) or anything with
     ``encode(list[str]) -> ndarray`` (no disk cache: it cannot be fingerprinted).
     """
-    data_dir = Path(data_dir)
+    data_dir = Path(data_dir).expanduser()  # "~/.cache/cselab/senteval" from Python, as on the command line
     settings = ProbeSettings(mode=transfer_mode, seed=seed)
     names = task_registry.resolve(tasks, split)
     built = task_registry.build(names, data_dir, split, settings)

@@ -4,17 +4,21 @@
   a thick line for the mean over the seeds that logged that step.
 * Alignment versus uniformity, one point per run and a larger one per recipe mean, as Wang & Isola
   (2020) and the Focal-InfoNCE paper plot them (both lower is better: the best corner is bottom left).
-* Per-task bars: mean over seeds with the standard deviation as error bars.
+* Per-task bars: mean over seeds with the standard deviation as error bars, on a value axis from
+  zero (a zoomed axis makes a difference of a few tenths look like a factor of two).
+
+Each Plot keeps its matplotlib figure, so its axes can be checked (tests) besides the SVG text.
 """
 from __future__ import annotations
 
 import io
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from cselab.experiments import ExperimentError
+from cselab.experiments.dev_figures import base_label, base_models, training_setting
 from cselab.experiments.runs import Run
 from cselab.experiments.stats import Table
 
@@ -25,6 +29,7 @@ class Plot:
     title: str
     caption: str
     svg: str
+    figure: object = field(default=None, repr=False, compare=False)  # the matplotlib Figure drawn
 
 
 def _figure(width: float = 9.0, height: float = 4.8):
@@ -53,6 +58,10 @@ def _svg(figure, name: str) -> str:
     return re.sub(r"<!--.*?-->", "", text, flags=re.S).strip()
 
 
+def _plot(figure, name: str, title: str, caption: str) -> Plot:
+    return Plot(name, title, caption, _svg(figure, name), figure)
+
+
 def recipe_colours(recipes: list[str]) -> dict[str, tuple]:
     from matplotlib import colormaps
 
@@ -62,8 +71,8 @@ def recipe_colours(recipes: list[str]) -> dict[str, tuple]:
     return {recipe: colours[i % len(colours)] for i, recipe in enumerate(recipes)}
 
 
-def _legend(axes, count: int) -> None:
-    if count > 8:
+def _legend(axes, count: int, outside: bool = False) -> None:
+    if outside or count > 8:
         axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
     else:
         axes.legend(fontsize="small")
@@ -77,7 +86,8 @@ def _mean_curve(curves: list[tuple[list[int], list[float]]]) -> tuple[list[int],
 
 
 def training_curves(runs: list[Run], recipes: list[str], key: str, name: str, title: str, ylabel: str,
-                    caption: str) -> Plot | None:
+                    caption: str, references: list[tuple[str, float]] = ()) -> Plot | None:
+    """Per recipe a thin line per seed and a thick mean; ``references``: (label, value) drawn as dashed levels."""
     colours = recipe_colours(recipes)
     figure = _figure()
     axes = figure.add_subplot()
@@ -95,19 +105,29 @@ def training_curves(runs: list[Run], recipes: list[str], key: str, name: str, ti
         drawn += 1
     if not drawn:
         return None
+    for i, (label, value) in enumerate(references):
+        axes.axhline(value, color="0.35", linestyle=("--", ":", "-.")[i % 3], linewidth=1.2, label=label)
     axes.set_xlabel("training step")
     axes.set_ylabel(ylabel)
     axes.set_title(title)
     axes.grid(alpha=0.3)
-    _legend(axes, drawn)
-    return Plot(name, title, caption, _svg(figure, name))
+    _legend(axes, drawn + len(references))
+    return _plot(figure, name, title, caption)
 
 
 def dev_curves(runs: list[Run], recipes: list[str]) -> Plot | None:
+    """The in-training (selection) scores, with the base model's score before training in the same settings."""
+    bases = base_models(runs)
+    references = [(f"{base_label(b, len(bases) > 1)} ({b.setting.precision or 'precision not recorded'})",
+                   float(np.mean(list(b.values.values())))) for b in bases]
+    settings = "; ".join(sorted({training_setting(r).describe() for r in runs if r.curve("stsb_dev")[0]}))
+    caption = ("Spearman x100 on STS-B dev at each evaluation of training (model selection), computed in the "
+               f"training settings ({settings}): the in-training figures, not the final evaluation the tables give; "
+               "thin lines: seeds, thick: mean over seeds"
+               + ("; dashed: the base model before training, scored by the training loop in the same settings"
+                  if references else "") + ".")
     return training_curves(runs, recipes, "stsb_dev", "stsb-dev-curves", "STS-B dev during training",
-                           "STS-B dev Spearman x100",
-                           "Spearman x100 on STS-B dev at each evaluation of training (model selection); "
-                           "thin lines: seeds, thick: mean over seeds.")
+                           "STS-B dev Spearman x100", caption, references)
 
 
 def loss_curves(runs: list[Run], recipes: list[str]) -> Plot | None:
@@ -143,7 +163,16 @@ def align_uniform(runs: list[Run], recipes: list[str], split: str) -> Plot | Non
     return Plot("align-uniform", "Alignment vs uniformity",
                 "Each small point is a run, each large point a recipe's mean over seeds; STS-B pairs with gold "
                 "score > 4 are the positive pairs, all STS-B sentences the data (as SimCSE measures them). "
-                "Bottom left is best.", _svg(figure, "align-uniform"))
+                "Bottom left is best.", _svg(figure, "align-uniform"), figure)
+
+
+def value_axis_from_zero(axes, cells) -> None:
+    """Bars are read by their length: the value axis includes zero (and every bar and error bar)."""
+    spans = [(c.mean - (c.std or 0.0), c.mean + (c.std or 0.0)) for c in cells if c.mean is not None]
+    low = min([0.0] + [low for low, _ in spans])
+    high = max([0.0] + [high for _, high in spans])
+    margin = 0.05 * (high - low) or 1.0
+    axes.set_ylim(low - margin if low < 0 else 0.0, high + margin if high > 0 else 0.0)
 
 
 def task_bars(table: Table) -> Plot | None:
@@ -163,20 +192,15 @@ def task_bars(table: Table) -> Plot | None:
         axes.bar(positions + (i - (len(recipes) - 1) / 2) * width, means, width, yerr=errors, capsize=2,
                  color=colours[recipe], label=recipe, error_kw={"linewidth": 0.8})
     axes.set_xticks(positions, [c.label for c in columns], rotation=30 if len(columns) > 6 else 0)
-    # Zoom to the bars' range (scores of similar recipes differ by a few points), error bars included.
-    spans = [(c.mean - (c.std or 0.0), c.mean + (c.std or 0.0)) for c in (table.cells[(r, col.key)] for r in recipes
-                                                                            for col in columns) if c.mean is not None]
-    if spans and min(low for low, _ in spans) > 0:
-        low, high = min(low for low, _ in spans), max(high for _, high in spans)
-        margin = 0.1 * max(high - low, 5.0)
-        axes.set_ylim(max(0.0, low - margin), high + margin)
-    axes.set_ylabel("score")
+    value_axis_from_zero(axes, [table.cells[(r, col.key)] for r in recipes for col in columns])
+    axes.set_ylabel({"sts": "Spearman x100", "transfer": "accuracy (%)"}.get(table.name, "score"))
     title = {"sts": "STS per task", "transfer": "Transfer tasks"}.get(table.name, table.name)
     axes.set_title(title)
     axes.grid(alpha=0.3, axis="y")
-    _legend(axes, len(recipes))
-    return Plot(f"bars-{table.name}", title, f"{table.title}; error bars: standard deviation over seeds.",
-                _svg(figure, f"bars-{table.name}"))
+    _legend(axes, len(recipes), outside=True)  # bars from zero leave no empty corner inside
+    return _plot(figure, f"bars-{table.name}", title,
+                 f"{table.title}; error bars: standard deviation over seeds. The value axis starts at zero, so "
+                 "differences of a few tenths are hard to see: the tables give them.")
 
 
 def all_plots(runs: list[Run], recipes: list[str], tables: list[Table], split: str) -> tuple[list[Plot], list[str]]:

@@ -10,13 +10,16 @@ import html
 import json
 import math
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cselab.experiments import ExperimentError
+from cselab.experiments.dev_figures import STSB, add_base_rows, dev_figure, dev_table, training_precision
 from cselab.experiments.plots import Plot, all_plots
 from cselab.experiments.runs import Run, find_runs
-from cselab.experiments.stats import TEST_NAME, Table, build_tables, recipe_order, training_table
+from cselab.experiments.stats import TEST_NAME, ReferenceRow, Table, build_tables, recipe_order, training_table
+from cselab.experiments.stats import Cell as StatsCell
 
 SPLIT_TEXT = {"test": "test sets (the papers' protocol)",
               "dev": "development data only (of STS-B dev, SICK trial, SST-2 dev and MRPC train cross-validation, "
@@ -98,20 +101,46 @@ def _p(p: float | None) -> str:
     return "p<0.001" if p < 0.001 else f"p={p:.3f}"
 
 
+def _mean_std(cell: StatsCell, digits: int) -> str:
+    text = _fmt(cell.mean, digits)
+    return text if cell.std is None else f"{text} ± {_fmt(cell.std, digits)}"
+
+
+def reference_cells(row: ReferenceRow, table: Table) -> list[Cell]:
+    """The base model's row: its figures where it has them, '-' in the columns it was not measured in."""
+    runs = max((c.n for c in row.cells.values()), default=0)
+    cells = [Cell(row.label), Cell(f"{runs} runs"), Cell(row.precision)]
+    for column in table.columns:
+        cell = row.cells.get(column.key)
+        cells.append(Cell(_mean_std(cell, column.digits) if cell is not None and cell.n else "-"))
+    return cells
+
+
 def results_block(table: Table, seeds_per_recipe: dict[str, int]) -> TableBlock:
-    rows = []
+    """Mean ± std per recipe; evaluation tables also name the precision, and the base model's row comes first."""
+    show_precision = bool(table.precision)
+    rows = [reference_cells(row, table) for row in table.reference_rows]
     for recipe in table.recipes:
         row = [Cell(recipe), Cell(str(seeds_per_recipe.get(recipe, 0)))]
+        if show_precision:
+            row.append(Cell(table.precision.get(recipe, "-")))
         for column in table.columns:
             cell = table.cells[(recipe, column.key)]
-            text = _fmt(cell.mean, column.digits)
-            if cell.std is not None:
-                text += f" ± {_fmt(cell.std, column.digits)}"
+            text = _mean_std(cell, column.digits)
             if cell.n and cell.n != seeds_per_recipe.get(recipe):
                 text += f" (n={cell.n})"
             row.append(Cell(text, bold=recipe in table.best.get(column.key, set())))
         rows.append(row)
-    return TableBlock(["Recipe", "Seeds"] + [c.label for c in table.columns], rows)
+    headers = ["Recipe", "Seeds"] + (["Precision"] if show_precision else []) + [c.label for c in table.columns]
+    return TableBlock(headers, rows)
+
+
+def table_blocks(table: Table, seeds_per_recipe: dict[str, int]) -> list:
+    bold = ""
+    if table.best:
+        bold = " Bold: best recipe mean in the column." if table.reference_rows else " Bold: best mean in the column."
+    return ([Paragraph(f"{table.title}.{bold}"), results_block(table, seeds_per_recipe)]
+            + [Paragraph(note) for note in table.notes])
 
 
 def tests_block(table: Table, baseline: str) -> TableBlock:
@@ -139,18 +168,44 @@ def _git(versions: dict) -> str:
     return git["commit"][:10] + (" (uncommitted changes)" if git.get("dirty") else "")
 
 
+def _dev_cell(run: Run) -> str:
+    """The run's one STS-B dev figure and how it was computed."""
+    figure = dev_figure(run)
+    if figure is None:
+        return "-"
+    return f"{figure.value:.2f} ({figure.setting.precision or 'precision not recorded'}, {figure.source})"
+
+
 def runs_block(runs: list[Run]) -> TableBlock:
     rows = []
     for r in runs:
         s = r.summary or {}
-        best = "-" if s.get("best_stsb_dev") is None else f"{s['best_stsb_dev']:.2f} (step {s.get('best_step')})"
+        kept = "-" if s.get("best_step") is None else str(s["best_step"])
         loss = "-" if s.get("final_loss") is None else f"{s['final_loss']:.4f}"
         steps = f"{s.get('steps', '?')}/{s.get('total_steps', '?')}" if s else "not trained"
         rows.append([Cell(r.recipe), Cell(str(r.seed)), Cell(str(r.path)), Cell(steps),
-                     Cell("yes" if r.finished else "no"), Cell(best), Cell(loss),
-                     Cell(", ".join(sorted(r.evals)) or "-")])
-    return TableBlock(["Recipe", "Seed", "Directory", "Steps", "Finished", "Best STS-B dev (step)", "Final loss",
-                       "Evaluated"], rows, kind="runs")
+                     Cell("yes" if r.finished else "no"), Cell(training_precision(r.summary) or "-"),
+                     Cell(_dev_cell(r)), Cell(kept), Cell(loss), Cell(", ".join(sorted(r.evals)) or "-")])
+    return TableBlock(["Recipe", "Seed", "Directory", "Steps", "Finished", "Training precision", "STS-B dev",
+                       "Kept step", "Final loss", "Evaluated"], rows, kind="runs")
+
+
+def precision_sentence(runs: list[Run]) -> str | None:
+    """Which precision training ran in and why (summary.json), counted over the runs."""
+    counts: Counter = Counter()
+    for run in runs:
+        if not run.summary:
+            continue
+        recorded = run.summary.get("precision")
+        why = (recorded.get("requested"), recorded.get("reason")) if isinstance(recorded, dict) else (None, None)
+        counts[(training_precision(run.summary), *why)] += 1
+    if not counts:
+        return None
+    parts = []
+    for (precision, requested, reason), n in sorted(counts.items(), key=lambda item: -item[1]):
+        why = f" (precision: {requested}; {reason})" if requested and reason else ""
+        parts.append(f"{precision}{why} on {n} runs" if precision else f"not recorded on {n} runs")
+    return "Training precision (summary.json): " + "; ".join(parts) + "."
 
 
 def versions_block(runs: list[Run]) -> TableBlock:
@@ -165,20 +220,15 @@ def versions_block(runs: list[Run]) -> TableBlock:
     return TableBlock(["Run", "Stage"] + list(VERSION_KEYS) + ["git commit", "recorded"], rows, kind="versions")
 
 
-def build_document(runs: list[Run], split: str = "auto", baseline: str | None = "simcse",
-                   title: str = "cselab experiment report") -> Document:
-    if not runs:
-        raise ExperimentError("no runs to report on")
-    chosen = choose_split(runs, split)
-    recipes = recipe_order(runs, baseline)
-    seeds = {recipe: len([r for r in runs if r.recipe == recipe and chosen in r.evals]) for recipe in recipes}
-    tables = build_tables(runs, chosen, baseline) if chosen else []
-    plots, missing = all_plots(runs, recipes, tables, chosen or "dev")
+def intro_lines(runs: list[Run], recipes: list[str], chosen: str | None) -> list[str]:
     intro = [f"{len(runs)} runs: "
              + ", ".join(f"{recipe} (seeds {', '.join(str(r.seed) for r in runs if r.recipe == recipe)})"
                          for recipe in recipes) + ".",
              f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
              f"by cselab {__import__('cselab').__version__}."]
+    precision = precision_sentence(runs)
+    if precision:
+        intro.append(precision)
     if chosen:
         intro.append(f"Evaluation on the {SPLIT_TEXT[chosen]}.")
         evaluated = sorted({task for r in runs if chosen in r.evals for task in r.evals[chosen].get("tasks", {})})
@@ -191,18 +241,33 @@ def build_document(runs: list[Run], split: str = "auto", baseline: str | None = 
     if unfinished:
         intro.append("Not finished (their numbers come from a partly trained model or are missing): "
                      + ", ".join(f"{r.recipe} seed {r.seed}" for r in unfinished) + ".")
-    sections = []
+    return intro
+
+
+def stsb_dev_table(tables: list[Table], runs: list[Run], chosen: str | None, baseline: str | None) -> Table | None:
+    """The base model's row goes into the STS table when it has an STS-B dev column, else into a table of its own
+    (test split, or nothing evaluated) giving one STS-B dev figure per model."""
+    sts = next((t for t in tables if t.name == "sts"), None)
+    if chosen == "dev" and sts is not None and any(c.key == STSB for c in sts.columns):
+        add_base_rows(sts, runs)
+        return None
+    return dev_table(runs, baseline)
+
+
+def results_section(tables: list[Table], extra: list[Table], seeds: dict[str, int]) -> Section:
     results = Section("Results")
     if not tables:
         results.blocks.append(Paragraph("No evaluation results (no eval-dev.json or eval-test.json in the runs): "
                                         "`cselab sweep` evaluates each run after training."))
     for table in tables:
-        results.blocks += [Paragraph(table.title + ". Bold: best mean in the column."), results_block(table, seeds)]
-    cost = training_table(runs, baseline)
-    if cost is not None:
-        trained = {recipe: len(cost.cells[(recipe, "steps")].values) for recipe in cost.recipes}
-        results.blocks += [Paragraph(cost.title + "."), results_block(cost, trained)]
-    sections.append(results)
+        results.blocks += table_blocks(table, seeds)
+    for table in extra:  # counted per table: runs with a dev figure, trained runs
+        counts = {recipe: max(table.cells[(recipe, c.key)].n for c in table.columns) for recipe in table.recipes}
+        results.blocks += table_blocks(table, counts)
+    return results
+
+
+def tests_section(tables: list[Table], recipes: list[str], baseline: str | None) -> Section:
     tests = Section(f"Paired tests against {baseline}" if baseline else "Paired tests")
     if not baseline:
         tests.blocks.append(Paragraph("No baseline recipe given: no paired tests."))
@@ -218,19 +283,38 @@ def build_document(runs: list[Run], split: str = "auto", baseline: str | None = 
             f"cannot go below 0.25."))
         for table in tables:
             tests.blocks += [Paragraph(table.title.split(" (")[0] + ":"), tests_block(table, baseline)]
-    sections.append(tests)
-    figures = Section("Plots", [PlotBlock(p) for p in plots] + [Paragraph(f"Not drawn: {why}.") for why in missing])
-    sections.append(figures)
-    sections.append(Section("Runs", [runs_block(runs)]))
-    sections.append(Section("Library versions", [
+    return tests
+
+
+def versions_section(runs: list[Run]) -> Section:
+    return Section("Library versions", [
         Paragraph("Recorded into each run's versions.json by `cselab sweep` when the run was trained and when it "
                   "was evaluated."),
-        versions_block(runs) if any(r.versions for r in runs) else Paragraph("No versions.json in these runs.")]))
-    sections.append(Section("Configurations", [
+        versions_block(runs) if any(r.versions for r in runs) else Paragraph("No versions.json in these runs.")])
+
+
+def configurations_section(runs: list[Run]) -> Section:
+    return Section("Configurations", [
         Paragraph("The exact resolved recipe of every run (its train_config.json).")]
         + [CodeBlock(f"{r.recipe} seed {r.seed} ({r.path})", json.dumps(r.config, indent=2, sort_keys=True))
-           for r in runs]))
-    return Document(title, intro, sections, plots, chosen, tables + ([cost] if cost is not None else []))
+           for r in runs])
+
+
+def build_document(runs: list[Run], split: str = "auto", baseline: str | None = "simcse",
+                   title: str = "cselab experiment report") -> Document:
+    if not runs:
+        raise ExperimentError("no runs to report on")
+    chosen = choose_split(runs, split)
+    recipes = recipe_order(runs, baseline)
+    seeds = {recipe: len([r for r in runs if r.recipe == recipe and chosen in r.evals]) for recipe in recipes}
+    tables = build_tables(runs, chosen, baseline) if chosen else []
+    extra = [t for t in (stsb_dev_table(tables, runs, chosen, baseline), training_table(runs, baseline))
+             if t is not None]
+    plots, missing = all_plots(runs, recipes, tables, chosen or "dev")
+    sections = [results_section(tables, extra, seeds), tests_section(tables, recipes, baseline),
+                Section("Plots", [PlotBlock(p) for p in plots] + [Paragraph(f"Not drawn: {why}.") for why in missing]),
+                Section("Runs", [runs_block(runs)]), versions_section(runs), configurations_section(runs)]
+    return Document(title, intro_lines(runs, recipes, chosen), sections, plots, chosen, tables + extra)
 
 
 # ---- Markdown ----------------------------------------------------------------------------------

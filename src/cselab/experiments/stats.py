@@ -21,7 +21,7 @@ from cselab.experiments.runs import Run
 TEST_NAME = "paired t-test (scipy.stats.ttest_rel, two-sided) over shared seeds"
 
 
-def _number(value) -> float | None:
+def number(value) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
     return float(value)
@@ -57,6 +57,20 @@ class Cell:
 
 
 @dataclass
+class ReferenceRow:
+    """A row that is not a recipe (the base model before training): shown first, never bold, never tested."""
+
+    label: str
+    precision: str  # how its figures were computed
+    cells: dict[str, Cell]  # column key -> values, one per run that recorded it
+    recipes: list[str] = field(default_factory=list)  # the recipes whose runs recorded it
+
+    def to_dict(self) -> dict:
+        return {"label": self.label, "precision": self.precision, "recipes": self.recipes,
+                "cells": {key: {"mean": c.mean, "std": c.std, "n": c.n} for key, c in self.cells.items()}}
+
+
+@dataclass
 class PairedTest:
     n: int
     mean_difference: float | None
@@ -74,6 +88,9 @@ class Table:
     cells: dict[tuple[str, str], Cell]
     best: dict[str, set[str]] = field(default_factory=dict)  # column key -> recipes with the best mean
     tests: dict[tuple[str, str], PairedTest] = field(default_factory=dict)  # (recipe, column) vs baseline
+    precision: dict[str, str] = field(default_factory=dict)  # recipe -> precision its figures were computed in
+    reference_rows: list[ReferenceRow] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the figures are, printed under the table
 
     def to_dict(self) -> dict:
         rows = {}
@@ -90,11 +107,12 @@ class Table:
                                             "t": test.statistic, "p": test.p_value, "note": test.note}
                 rows[recipe][column.key] = entry
         return {"title": self.title, "columns": [c.key for c in self.columns],
-                "labels": {c.key: c.label for c in self.columns}, "rows": rows}
+                "labels": {c.key: c.label for c in self.columns}, "rows": rows, "precision": self.precision,
+                "reference_rows": [r.to_dict() for r in self.reference_rows], "notes": self.notes}
 
 
 def _task_score(name: str) -> Callable[[dict], float | None]:
-    return lambda result: _number((result.get("tasks", {}).get(name) or {}).get("score"))
+    return lambda result: number((result.get("tasks", {}).get(name) or {}).get("score"))
 
 
 def _label(name: str, split: str) -> str:
@@ -109,20 +127,20 @@ def table_columns(results: list[dict], split: str) -> dict[str, tuple[str, list[
     if sts:
         groups["sts"] = ("STS: Spearman correlation x100 of cosine similarity (mean ± std over seeds)",
                          [Column(n, _label(n, split), _task_score(n)) for n in sts]
-                         + [Column("avg", "Avg.", lambda r: _number(r.get("avg")))])
+                         + [Column("avg", "Avg.", lambda r: number(r.get("avg")))])
     transfer = [n for n in TRANSFER_TASKS if n in present]
     if transfer:
         what = "test accuracy" if split == "test" else "validation accuracy"
         groups["transfer"] = (f"Transfer tasks: logistic-regression probe {what} in % (mean ± std over seeds)",
                               [Column(n, _label(n, split), _task_score(n)) for n in transfer]
-                              + [Column("transfer_avg", "Avg.", lambda r: _number(r.get("transfer_avg")))])
+                              + [Column("transfer_avg", "Avg.", lambda r: number(r.get("transfer_avg")))])
     if "align" in present:
         groups["align"] = ("Alignment and uniformity (Wang & Isola 2020; lower is better)",
                            [Column("alignment", "Alignment",
-                                   lambda r: _number((r["tasks"].get("align") or {}).get("alignment")),
+                                   lambda r: number((r["tasks"].get("align") or {}).get("alignment")),
                                    higher_is_better=False, digits=4),
                             Column("uniformity", "Uniformity",
-                                   lambda r: _number((r["tasks"].get("align") or {}).get("uniformity")),
+                                   lambda r: number((r["tasks"].get("align") or {}).get("uniformity")),
                                    higher_is_better=False, digits=4)])
     return groups
 
@@ -132,11 +150,11 @@ def training_table(runs: list[Run], baseline: str | None) -> Table | None:
     trained = [r for r in runs if r.finished]
     if not trained:
         return None
-    columns = [Column("train_seconds", "Training time (s)", lambda s: _number(s.get("train_seconds")),
+    columns = [Column("train_seconds", "Training time (s)", lambda s: number(s.get("train_seconds")),
                       higher_is_better=False, digits=0),
-               Column("sentences_per_second", "Sentences/s", lambda s: _number(s.get("sentences_per_second")),
+               Column("sentences_per_second", "Sentences/s", lambda s: number(s.get("sentences_per_second")),
                       digits=1),
-               Column("steps", "Steps", lambda s: _number(s.get("steps")), digits=0)]
+               Column("steps", "Steps", lambda s: number(s.get("steps")), digits=0)]
     recipes = recipe_order(trained, baseline)
     cells = {(recipe, c.key): Cell({r.seed: v for r in trained if r.recipe == recipe
                                     for v in [c.extract(r.summary)] if v is not None})
@@ -169,6 +187,22 @@ def paired_test(values: dict[int, float], baseline: dict[int, float]) -> PairedT
     return PairedTest(len(seeds), mean_difference, float(result.statistic), float(result.pvalue))
 
 
+def mark_best(table: Table) -> None:
+    """The recipes with the best mean in each column (reference rows do not compete)."""
+    for column in table.columns:
+        means = {recipe: table.cells[(recipe, column.key)].mean for recipe in table.recipes}
+        means = {k: v for k, v in means.items() if v is not None}
+        if means:
+            target = max(means.values()) if column.higher_is_better else min(means.values())
+            table.best[column.key] = {k for k, v in means.items() if v == target}
+
+
+def eval_precision(runs: list[Run], split: str) -> str:
+    """The precision the evaluations of ``runs`` encoded in (eval-<split>.json), several joined when they differ."""
+    found = {str(r.evals[split].get("precision") or "not recorded") for r in runs if split in r.evals}
+    return ", ".join(sorted(found)) or "-"
+
+
 def build_tables(runs: list[Run], split: str, baseline: str | None) -> list[Table]:
     evaluated = [r for r in runs if split in r.evals]
     groups = table_columns([r.evals[split] for r in evaluated], split)
@@ -180,13 +214,10 @@ def build_tables(runs: list[Run], split: str, baseline: str | None) -> list[Tabl
             for column in columns:
                 values = {r.seed: column.extract(r.evals[split]) for r in evaluated if r.recipe == recipe}
                 cells[(recipe, column.key)] = Cell({s: v for s, v in values.items() if v is not None})
-        table = Table(name, title, columns, recipes, cells)
+        precision = {recipe: eval_precision([r for r in evaluated if r.recipe == recipe], split) for recipe in recipes}
+        table = Table(name, title, columns, recipes, cells, precision=precision)
+        mark_best(table)
         for column in columns:
-            means = {recipe: cells[(recipe, column.key)].mean for recipe in recipes}
-            means = {k: v for k, v in means.items() if v is not None}
-            if means:
-                target = max(means.values()) if column.higher_is_better else min(means.values())
-                table.best[column.key] = {k for k, v in means.items() if v == target}
             if baseline in recipes:
                 for recipe in recipes:
                     if recipe != baseline:

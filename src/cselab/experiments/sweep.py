@@ -270,7 +270,11 @@ def describe(outcome: Outcome) -> str:
     s = outcome.summary or {}
     parts = [f"{outcome.job.name}: training {outcome.training}"]
     if s.get("best_stsb_dev") is not None:
-        parts.append(f"best STS-B dev {s['best_stsb_dev']:.2f} at step {s.get('best_step')}")
+        # the in-training (selection) score, in the training precision; the evaluation re-scores in its own
+        from cselab.experiments.dev_figures import training_precision
+
+        precision = training_precision(s) or "precision not recorded"
+        parts.append(f"best STS-B dev {s['best_stsb_dev']:.2f} in training ({precision}) at step {s.get('best_step')}")
     parts.append(f"evaluation {outcome.evaluation}")
     return ", ".join(parts)
 

@@ -46,18 +46,26 @@ def check_objective(terms: list[dict]) -> None:
 
 
 class Objective(nn.Module):
-    """The weighted sum of a recipe's terms; ``needs`` is every input field some term requires."""
+    """The weighted sum of a recipe's terms; ``needs`` is every input field some term requires,
+    ``wants`` every field some term reads when the step has it (``base.LossTerm``)."""
 
     def __init__(self, names: list[str], weights: list[float], terms: list[LossTerm]):
         super().__init__()
         self.names, self.weights = names, weights
         self.terms = nn.ModuleList(terms)
         self.needs = frozenset().union(*(term.needs for term in terms))
+        self.wants = frozenset().union(*(getattr(term, "wants", frozenset()) for term in terms))
 
     @property
     def encodes_views(self) -> bool:
         """Whether some term reads the contrastive views' embeddings (MLM alone does not)."""
         return bool(self.needs - {"masked"})
+
+    @property
+    def encodes_negatives_twice(self) -> bool:
+        """Whether a step with hard negatives should encode each one twice (two dropout masks) and
+        hand the second encoding over as ``negative_positive`` (UNA's 4N NT-Xent)."""
+        return "negative_positive" in self.wants
 
     def forward(self, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The weighted sum of the terms, and their logs."""

@@ -34,8 +34,10 @@ class LossInputs:
 
     anchor, positive: (N, d) after the training head. negative: (M, d) hard negatives of the first M
     anchors. label_view: (N, d) each anchor's augmented text (AugCSE); labels: (N,) its augmentation
-    type (0 = unchanged). masked: the MLM pass (CLEAR, pre-training). An objective of MLM alone gets
-    no embeddings at all (the step skips the contrastive forward pass).
+    type (0 = unchanged). masked: the MLM pass (CLEAR, pre-training). negative_positive: (M, d) a second
+    encoding of each hard negative (its own dropout view, rows aligned with ``negative``), only on steps
+    with hard negatives and only when some term wants it (UNA's 4N NT-Xent). An objective of MLM alone
+    gets no embeddings at all (the step skips the contrastive forward pass).
     """
 
     anchor: torch.Tensor | None = None
@@ -44,11 +46,16 @@ class LossInputs:
     label_view: torch.Tensor | None = None
     labels: torch.Tensor | None = None
     masked: MaskedTokens | None = None
-
+    negative_positive: torch.Tensor | None = None
 
 
 class LossTerm(Protocol):
-    """An objective term: reads the ``needs`` fields of the inputs, returns (loss, detached logs)."""
+    """An objective term: reads the ``needs`` fields of the inputs, returns (loss, detached logs).
+
+    A term may also declare ``wants``: fields it reads when the step has them (hard negatives exist on
+    UNA's steps only). The step builds ``negative_positive`` (M more encoded rows) only when some term
+    of the objective wants it; a term without ``wants`` wants nothing optional.
+    """
 
     needs: frozenset[str]
 

@@ -72,6 +72,7 @@ class EmbeddingPositiveTerm(nn.Module):
             raise ValueError(f"inner ({name}): {exc}") from None
         self.kind, self.strength = kind, strength
         self.needs = frozenset({"anchor", "positive"}) | self.inner.needs
+        self.wants = getattr(self.inner, "wants", frozenset())
 
     def forward(self, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         positive = embedding_positive(inputs.anchor, inputs.positive, self.kind, self.strength)

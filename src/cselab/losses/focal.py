@@ -50,7 +50,8 @@ def default_temperature(model_type: str | None) -> float:
 
 @LOSSES.register("focal", "Focal-InfoNCE (Hou & Li 2023): s_p^2/tau positive, s_n(s_n+m)/tau negatives")
 class FocalInfoNCELoss(nn.Module):
-    needs = frozenset({"anchor", "positive"})  # and the hard negatives when the step has them
+    needs = frozenset({"anchor", "positive"})
+    wants = frozenset({"negative"})  # hard negatives when the step has them
 
     def __init__(self, temperature: float | None = None, margin: float = 0.3, modulated: bool = True,
                  model_type: str | None = None):

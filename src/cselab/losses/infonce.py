@@ -23,7 +23,8 @@ def cosine_matrix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 @LOSSES.register("infonce", "SimCSE InfoNCE: in-batch negatives, optional hard-negative column")
 class InfoNCELoss(nn.Module):
-    needs = frozenset({"anchor", "positive"})  # and the hard negatives when the step has them
+    needs = frozenset({"anchor", "positive"})
+    wants = frozenset({"negative"})  # hard negatives when the step has them
 
     def __init__(self, temperature: float = 0.05, hard_negative_weight: float = 0.0):
         super().__init__()

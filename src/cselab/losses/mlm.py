@@ -2,8 +2,9 @@
 
 Wu et al., "CLEAR: Contrastive Learning for Sentence Representation", 2020, Eq. (3):
 L_total = L_MLM + L_CL, with BERT's masking: 15% of the tokens are selected, of which 80% become
-[MASK], 10% a random token and 10% stay unchanged (Devlin et al., 2019). Masking happens in the
-data collator (``data/masking.py``, with this term's rates); the training step runs the backbone
+[MASK], 10% a random token and 10% stay unchanged (Devlin et al., 2019); ``whole_word: true``
+selects whole words instead of word pieces (BERT's whole-word masking), at the same rates. Masking
+happens in the data collator (``data/masking.py``, with this term's rates); the training step runs the backbone
 on the masked tokens and hands this term ``inputs.masked``: the final hidden states at the masked
 positions, the original token ids and the input embedding matrix.
 
@@ -22,13 +23,14 @@ from cselab.losses import LOSSES
 from cselab.losses.base import LossInputs, accuracy
 
 
-@LOSSES.register("mlm", "masked language modelling (15%, 80/10/10; masked in the collator), tied prediction head")
+@LOSSES.register("mlm", "masked language modelling (15%, 80/10/10, optionally whole words; masked in the collator), "
+                        "tied prediction head")
 class MaskedLanguageModelLoss(nn.Module):
     needs = frozenset({"masked"})
 
     def __init__(self, probability: float = 0.15, mask_replace_prob: float = 0.8, random_replace_prob: float = 0.1,
-                 hidden_size: int | None = None, vocab_size: int | None = None, hidden_act: str = "gelu",
-                 layer_norm_eps: float = 1e-12):
+                 whole_word: bool = False, hidden_size: int | None = None, vocab_size: int | None = None,
+                 hidden_act: str = "gelu", layer_norm_eps: float = 1e-12):
         super().__init__()
         if not 0 < probability < 1:
             raise ValueError("probability must be in (0, 1)")
@@ -39,7 +41,7 @@ class MaskedLanguageModelLoss(nn.Module):
         self.hidden_act = hidden_act
         # The data collator masks with these rates (data/masking.py).
         self.masking = {"probability": probability, "mask_replace_prob": mask_replace_prob,
-                        "random_replace_prob": random_replace_prob}
+                        "random_replace_prob": random_replace_prob, "whole_word": whole_word}
         # Sizes left null (a recipe being validated) build no head; training always knows them.
         self.sized = hidden_size is not None and vocab_size is not None
         if self.sized:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -19,6 +20,8 @@ from torch import nn
 from cselab.errors import ModelLoadError, UnsafeModelError
 from cselab.hardware import autocast, choose_precision
 from cselab.model.poolers import NEEDS_HIDDEN_STATES, POOLERS
+
+log = logging.getLogger(__name__)
 
 CSELAB_CONFIG = "cselab_config.json"
 
@@ -35,22 +38,82 @@ def resolve_model_path(name_or_path: str) -> str:
     return name_or_path
 
 
+def _read_json(file: Path, kind: type = dict):
+    """A model directory's JSON file, which must hold a ``kind`` (dict or list); a ModelLoadError naming
+    the file otherwise (a corrupt or hand-edited directory is the user's input, not a bug)."""
+    try:
+        value = json.loads(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ModelLoadError(f"{file}: cannot read ({exc.strerror or exc})") from None
+    except ValueError as exc:  # invalid JSON or not UTF-8
+        raise ModelLoadError(f"{file}: not valid JSON ({str(exc).splitlines()[0][:200]})") from None
+    if not isinstance(value, kind):
+        raise ModelLoadError(f"{file}: expected a JSON {'object' if kind is dict else 'list'}, "
+                             f"got {type(value).__name__}")
+    return value
+
+
 def _sentence_transformers_pooler(path: Path) -> str | None:
     """The pooler a sentence-transformers directory declares, in cselab's names."""
     modules_file = path / "modules.json"
     if not modules_file.is_file():
         return None
-    for module in json.loads(modules_file.read_text()):
+    for module in _read_json(modules_file, list):
+        if not isinstance(module, dict) or not isinstance(module.get("type", ""), str) \
+                or not isinstance(module.get("path", ""), str):
+            raise ModelLoadError(f"{modules_file}: each module must be an object with a string type and path")
         kind = module.get("type", "")
         config_file = path / module.get("path", "") / "config.json"
         if kind.endswith("WeightedLayerPooling") and config_file.is_file():
-            config = json.loads(config_file.read_text())
-            return "avg_first_last" if config.get("layer_start", 0) <= 1 else "avg_top2"
+            layer_start = _read_json(config_file).get("layer_start", 0)
+            return "avg_first_last" if not isinstance(layer_start, int) or layer_start <= 1 else "avg_top2"
         if kind.endswith("Pooling") and config_file.is_file():
-            config = json.loads(config_file.read_text())
+            config = _read_json(config_file)
             mode = config.get("pooling_mode") or ("cls" if config.get("pooling_mode_cls_token") else "mean")
             return "cls_before_pooler" if mode == "cls" else "avg"
     return None
+
+
+def _saved_settings(path: Path) -> dict:
+    """cselab's own settings of a saved model (``cselab_config.json``), checked; {} when there are none."""
+    file = path / CSELAB_CONFIG
+    if not file.is_file():
+        return {}
+    saved = _read_json(file)
+    expected = {"pooler": (str,), "mlp": (bool,), "mlp_only_train": (bool,), "max_seq_len": (int,)}
+    for key, types_ in expected.items():
+        value = saved.get(key)
+        if value is not None and (not isinstance(value, types_) or (key == "max_seq_len" and value < 4)):
+            raise ModelLoadError(f"{file}: {key} has an invalid value {value!r}")
+    if saved.get("pooler") is not None and saved["pooler"] not in POOLERS:
+        raise ModelLoadError(f"{file}: unknown pooler {saved['pooler']!r} (known: {', '.join(POOLERS.names())})")
+    return saved
+
+
+def _declared_length(path: Path) -> int | None:
+    """The max_seq_length a sentence-transformers directory declares (None when it declares none)."""
+    file = path / "sentence_bert_config.json"
+    if not file.is_file():
+        return None
+    length = _read_json(file).get("max_seq_length")
+    if length is not None and (isinstance(length, bool) or not isinstance(length, int) or length < 4):
+        raise ModelLoadError(f"{file}: max_seq_length has an invalid value {length!r}")
+    return length
+
+
+# Models whose Hugging Face class has BERT's pooler (dense + tanh over [CLS]): cselab pools itself.
+BERT_LIKE = ("bert", "roberta", "xlm-roberta", "camembert")
+
+
+def position_limit(backbone: nn.Module) -> int | None:
+    """How many tokens the backbone's position embeddings allow (None: no fixed limit)."""
+    config = backbone.config
+    positions = getattr(config, "max_position_embeddings", None)
+    if isinstance(positions, bool) or not isinstance(positions, int) or positions <= 0:
+        return None
+    if config.model_type in ("roberta", "xlm-roberta", "camembert"):
+        positions -= (config.pad_token_id or 1) + 1  # RoBERTa numbers positions from padding_idx + 1
+    return positions
 
 
 class SimCSEMLP(nn.Module):
@@ -76,11 +139,12 @@ class SentenceEncoder(nn.Module):
         self.tokenizer = tokenizer
         self.pooler = pooler
         self.pool = POOLERS.get(pooler)
-        self.max_seq_len = max_seq_len
+        self.max_seq_len = _fitting_length(max_seq_len, backbone)
         self.mlp_only_train = mlp_only_train
         use_mlp = (pooler == "cls") if mlp is None else mlp
         self.mlp = SimCSEMLP(backbone.config.hidden_size) if use_mlp else None
         self.unpadded = False  # a speed setting of the training loop, not saved: see use_unpadded()
+        self.base_pooler: dict[str, torch.Tensor] | None = None  # see _pooler_state (a plain dict: not trained)
 
     def use_unpadded(self) -> bool:
         """Run the backbone on real tokens only (model/unpadded.py) where its layout allows."""
@@ -94,13 +158,10 @@ class SentenceEncoder(nn.Module):
     def from_pretrained(cls, name_or_path: str, pooler: str = "auto", mlp: str | bool | None = "auto",
                         mlp_only_train: bool | None = None, max_seq_len: int | None = None,
                         trust_remote_code: bool = False) -> SentenceEncoder:
-        from safetensors import SafetensorError
-        from transformers import AutoModel, AutoTokenizer
-
         resolved = resolve_model_path(name_or_path)
         path = Path(resolved)
         refuse_pickled_weights(path)
-        saved = json.loads((path / CSELAB_CONFIG).read_text()) if (path / CSELAB_CONFIG).is_file() else {}
+        saved = _saved_settings(path)
         if pooler == "auto":
             pooler = saved.get("pooler") or (_sentence_transformers_pooler(path) if path.is_dir() else None) or "cls"
         if mlp in ("auto", None):
@@ -111,33 +172,12 @@ class SentenceEncoder(nn.Module):
             mlp_only_train = saved.get("mlp_only_train", True)
         if max_seq_len is None:
             # A sentence-transformers directory declares its own length; SimCSE's 32 otherwise.
-            st_config = path / "sentence_bert_config.json"
-            declared = json.loads(st_config.read_text()).get("max_seq_length") if st_config.is_file() else None
-            max_seq_len = saved.get("max_seq_len") or declared or 32
-        kwargs = {"use_safetensors": True, "trust_remote_code": trust_remote_code}
-        if _is_bert_like(resolved):
-            kwargs["add_pooling_layer"] = False  # BERT's own pooler is unused: SimCSE pools itself
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(resolved, trust_remote_code=trust_remote_code)
-            with _quiet_transformers():  # the dropped pooler weights are expected, not worth a report
-                backbone = AutoModel.from_pretrained(resolved, **kwargs)
-        except (OSError, ValueError, RuntimeError, SafetensorError) as exc:  # missing files, no Hub, corrupt weights
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            where = "a local directory" if path.exists() else "not a local directory, and the Hugging Face Hub"
-            raise ModelLoadError(f"{name_or_path}: cannot load a model ({where}: {first[:300]}); pass a model "
-                                 f"directory (a Hugging Face or sentence-transformers one) or 'minilm'") from None
+            max_seq_len = saved.get("max_seq_len") or _declared_length(path) or 32
+        tokenizer, backbone, base_pooler = _load_backbone(name_or_path, resolved, trust_remote_code)
         encoder = cls(backbone, tokenizer, pooler=pooler, mlp=mlp, mlp_only_train=mlp_only_train,
                       max_seq_len=max_seq_len)
-        mlp_file = path / "2_Dense" / "model.safetensors"
-        if encoder.mlp is not None and mlp_file.is_file():
-            from safetensors.torch import load_file
-
-            weights = load_file(str(mlp_file))
-            encoder.mlp.dense.load_state_dict({"weight": weights["linear.weight"], "bias": weights["linear.bias"]})
-        elif encoder.mlp is not None and (path / "mlp.safetensors").is_file():
-            from safetensors.torch import load_file
-
-            encoder.mlp.load_state_dict(load_file(str(path / "mlp.safetensors")))
+        encoder.base_pooler = base_pooler
+        _load_mlp(encoder, path)
         return encoder
 
     @classmethod
@@ -146,14 +186,24 @@ class SentenceEncoder(nn.Module):
         """A randomly initialised encoder (tests, MLM pre-training) with a given tokenizer's vocabulary."""
         from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(tokenizer_name_or_path))
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(tokenizer_name_or_path))
+        except Exception as exc:  # not a local directory, no Hub, corrupt files: the name's fault
+            first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+            raise ModelLoadError(f"{tokenizer_name_or_path}: cannot load its tokenizer (for model.from_config): "
+                                 f"{first}") from None
         params = dict(model_config)
         model_type = params.pop("model_type", "bert")
         params.setdefault("vocab_size", len(tokenizer))
         params.setdefault("pad_token_id", tokenizer.pad_token_id or 0)
-        config = AutoConfig.for_model(model_type, **params)
-        backbone = (AutoModel.from_config(config, add_pooling_layer=False) if model_type == "bert"
-                    else AutoModel.from_config(config))
+        try:
+            config = AutoConfig.for_model(model_type, **params)
+            backbone = (AutoModel.from_config(config, add_pooling_layer=False) if model_type == "bert"
+                        else AutoModel.from_config(config))
+        except Exception as exc:  # any invalid setting of the user's dict (types, sizes, unknown model_type)
+            first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+            raise ModelLoadError(f"model.from_config: cannot build a model from it ({type(exc).__name__}: "
+                                 f"{first})") from None
         return cls(backbone, tokenizer, pooler=pooler, mlp=mlp, mlp_only_train=mlp_only_train, max_seq_len=max_seq_len)
 
     # -- forward --------------------------------------------------------------------------------
@@ -245,6 +295,27 @@ class SentenceEncoder(nn.Module):
     def output_size(self) -> int:
         return self.hidden_size
 
+    def _state_with_pooler(self) -> dict[str, torch.Tensor] | None:
+        """The backbone's weights plus BERT's pooler, which was taken out (``_detach_pooler``), so that
+        Hugging Face and sentence-transformers load the saved model complete instead of initialising a
+        pooler at random (and warning so); None when the backbone has its own pooler or none."""
+        if getattr(self.backbone, "pooler", "absent") is not None or self.backbone.config.model_type not in BERT_LIKE:
+            return None
+        pooler = {f"pooler.{key}": value for key, value in self._pooler_weights().items()}
+        return {**self.backbone.state_dict(), **pooler}
+
+    def _pooler_weights(self) -> dict[str, torch.Tensor]:
+        """SimCSE's MLP where it runs over [CLS] (the pooler is that same layer: SimCSE's own conversion to
+        Hugging Face stores it there); else the base model's pooler as loaded; else an identity layer."""
+        if self.mlp is not None and self.pooler == "cls":
+            return {f"dense.{key}": value for key, value in self.mlp.dense.state_dict().items()}
+        if self.base_pooler is not None:
+            return self.base_pooler
+        weight = self.input_embeddings()
+        size = self.hidden_size
+        return {"dense.weight": torch.eye(size, dtype=weight.dtype, device=weight.device),
+                "dense.bias": torch.zeros(size, dtype=weight.dtype, device=weight.device)}
+
     # -- saving ---------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> Path:
         """Write a sentence-transformers directory (safetensors only) plus cselab's own settings."""
@@ -255,7 +326,10 @@ class SentenceEncoder(nn.Module):
         config = self.backbone.config
         if self.pooler in NEEDS_HIDDEN_STATES:
             config.output_hidden_states = True  # sentence-transformers then passes every layer on
-        self.backbone.save_pretrained(path, safe_serialization=True)
+        # Replace, never write through: a training checkpoint may hold this file as a hard link.
+        (path / "model.safetensors").unlink(missing_ok=True)
+        with _quiet_transformers():  # no progress bar for writing one file
+            self.backbone.save_pretrained(path, safe_serialization=True, state_dict=self._state_with_pooler())
         self.tokenizer.save_pretrained(path)
         modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]
         st_modules = []
@@ -323,11 +397,62 @@ def refuse_pickled_weights(path: Path) -> None:
             f"AutoModel.from_pretrained('{path}').save_pretrained('{path}', safe_serialization=True)\"")
 
 
-def _is_bert_like(path: str) -> bool:
-    """BERT-family models accept add_pooling_layer; the unused pooler is dropped to save memory."""
-    try:
-        from transformers import AutoConfig
+def _fitting_length(max_seq_len: int, backbone: nn.Module) -> int:
+    """``max_seq_len`` cut to what the position embeddings allow: longer inputs would index past them."""
+    limit = position_limit(backbone)
+    if limit is None or max_seq_len <= limit:
+        return max_seq_len
+    if limit < 4:
+        raise ModelLoadError(f"the model has {limit} position embeddings; cselab needs at least 4")
+    log.warning("max_seq_len %d is more than the model's %d positions; using %d", max_seq_len, limit, limit)
+    return limit
 
-        return AutoConfig.from_pretrained(path).model_type in ("bert", "roberta", "xlm-roberta", "camembert")
-    except Exception:
-        return False
+
+def _load_backbone(name_or_path: str, resolved: str, trust_remote_code: bool):
+    """(tokenizer, backbone, the BERT pooler's weights or None); a ModelLoadError in one line when the
+    directory or name gives no model (missing or corrupt files, bad config values, no Hub access)."""
+    from transformers import AutoModel, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(resolved, trust_remote_code=trust_remote_code)
+        with _quiet_transformers():  # a missing pooler is handled below, not worth a report
+            backbone, info = AutoModel.from_pretrained(resolved, use_safetensors=True, output_loading_info=True,
+                                                       trust_remote_code=trust_remote_code)
+    except Exception as exc:  # whatever the files make transformers or tokenizers raise: the files' fault
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        where = "a local directory" if Path(resolved).exists() else "not a local directory, and the Hugging Face Hub"
+        raise ModelLoadError(f"{name_or_path}: cannot load a model ({where}: {first[:300]}); pass a model "
+                             f"directory (a Hugging Face or sentence-transformers one) or 'minilm'") from None
+    return tokenizer, backbone, _detach_pooler(backbone, info["missing_keys"])
+
+
+def _detach_pooler(backbone: nn.Module, missing_keys) -> dict[str, torch.Tensor] | None:
+    """Take BERT's pooler out of the backbone: SimCSE pools itself, and a layer without gradients would
+    stop DistributedDataParallel. Its weights (when the checkpoint had them) are returned for saving."""
+    pooler = getattr(backbone, "pooler", None)
+    if not isinstance(pooler, nn.Module) or backbone.config.model_type not in BERT_LIKE:
+        return None
+    backbone.pooler = None
+    if any("pooler." in key for key in missing_keys):
+        return None  # initialised at random by transformers: nothing worth keeping
+    return {key: value.detach().clone() for key, value in pooler.state_dict().items()}
+
+
+def _load_mlp(encoder: SentenceEncoder, path: Path) -> None:
+    """SimCSE's MLP weights from a saved directory (its sentence-transformers Dense module, or
+    cselab's mlp.safetensors when the MLP is used in training only)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    dense_file, mlp_file = path / "2_Dense" / "model.safetensors", path / "mlp.safetensors"
+    if encoder.mlp is None:
+        return
+    try:
+        if dense_file.is_file():
+            weights = load_file(str(dense_file))
+            encoder.mlp.dense.load_state_dict({"weight": weights["linear.weight"], "bias": weights["linear.bias"]})
+        elif mlp_file.is_file():
+            encoder.mlp.load_state_dict(load_file(str(mlp_file)))
+    except (SafetensorError, KeyError, RuntimeError, OSError) as exc:  # corrupt, other keys, other shapes
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise ModelLoadError(f"{path}: cannot load the MLP weights ({first})") from None

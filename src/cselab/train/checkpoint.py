@@ -1,7 +1,16 @@
 """Resumable checkpoints without pickle: tensors in safetensors, everything else in JSON.
 
-A checkpoint is a directory ``step-NNNNNNNN`` holding the model, optimiser, scheduler and RNG
-states, the trainer state (data position = the step, best dev score, ...) and the run's config.
+A checkpoint is a directory ``step-NNNNNNNN`` holding the encoder's weights
+(``encoder.safetensors``), the other trainable weights (``heads.safetensors``: training head, MLM
+head, discriminator), the optimiser, scheduler and RNG states, the trainer state (data position =
+the step, best dev score, ...) and the run's config.
+
+Size: the encoder's weights are stored once. When the final model in the output directory was
+saved at the checkpoint's step (the best model so far, or the last step's), the checkpoint's
+``encoder.safetensors`` is a hard link to that file, not a copy; the final model is always replaced
+(unlinked, then written), never written through the link. AdamW's moments are stored with their
+all-zero rows left out (the embedding rows of tokens the run has not seen), losslessly. The newest
+``keep`` checkpoints are kept (``train.keep_checkpoints``, default 1).
 It is written under a temporary name, every file is fsynced, a manifest of SHA-256 digests is
 written last, and only then is the directory renamed into place, so a process killed at any
 moment leaves either a complete checkpoint or an ignored ``.step-*.tmp`` directory. On resume a
@@ -21,18 +30,18 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, load_model, save_file, save_model
+from safetensors.torch import load_file, load_model, save_file
 
 log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
-FILES = ("model.safetensors", "optimizer.safetensors", "rng.safetensors", "state.json")
-# Two checkpoints are kept so a corrupt newest one still leaves one to fall back on.
-KEEP = 2
+FILES = ("encoder.safetensors", "heads.safetensors", "optimizer.safetensors", "rng.safetensors", "state.json")
+LEGACY_FILES = ("model.safetensors", "optimizer.safetensors", "rng.safetensors", "state.json")  # before the split
 
 # Keys that may differ between the checkpoint's run and the resuming one: where files go, how
 # often they are written, and how data is loaded (views are seeded by (seed, step), not by worker).
 RESUME_SAFE_KEYS = frozenset({"train.output_dir", "train.save_steps", "train.log_steps", "train.num_workers",
-                              "train.compile", "model.unpad", "data.dev_dir", "model.trust_remote_code"})
+                              "train.compile", "model.unpad", "data.dev_dir", "model.trust_remote_code",
+                              "train.keep_checkpoints"})
 
 
 class CheckpointError(RuntimeError):
@@ -66,24 +75,52 @@ def write_json_atomic(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+# A moment matrix is stored by its non-zero rows when at least this share of its rows are zero.
+SPARSE_ROWS_FROM = 0.25
+
+
+def _zero_rows(value: torch.Tensor) -> torch.Tensor:
+    """Rows whose every element is +0.0 bit for bit (so leaving them out and restoring is lossless)."""
+    return (value.view(_BITS[value.element_size()]) == 0).all(dim=1)
+
+
 def _flatten_optimizer(state: dict) -> tuple[dict[str, torch.Tensor], dict]:
+    """Tensors for safetensors plus JSON metadata. AdamW's moments of an embedding matrix are zero in
+    every row of a token the run has not seen yet: such matrices keep only their non-zero rows."""
     tensors, meta = {}, {"param_groups": state["param_groups"], "state": {}}
     for pid, values in state["state"].items():
         meta["state"][str(pid)] = {}
         for key, value in values.items():
-            if torch.is_tensor(value):
-                tensors[f"{pid}.{key}"] = value.contiguous()
-                meta["state"][str(pid)][key] = "__tensor__"
-            else:
+            name = f"{pid}.{key}"
+            if not torch.is_tensor(value):
                 meta["state"][str(pid)][key] = value
+            elif value.dim() == 2 and (zero := _zero_rows(value)).float().mean() >= SPARSE_ROWS_FROM:
+                rows = (~zero).nonzero().flatten()
+                tensors[f"{name}.rows"], tensors[f"{name}.index"] = value[rows].contiguous(), rows
+                meta["state"][str(pid)][key] = {"sparse_rows": list(value.shape)}
+            else:
+                tensors[name] = value.contiguous()
+                meta["state"][str(pid)][key] = "__tensor__"
     return tensors, meta
 
 
 def _unflatten_optimizer(tensors: dict[str, torch.Tensor], meta: dict) -> dict:
     state = {}
     for pid, values in meta["state"].items():
-        state[int(pid)] = {k: tensors[f"{pid}.{k}"] if v == "__tensor__" else v for k, v in values.items()}
+        state[int(pid)] = {key: _restore(tensors, f"{pid}.{key}", value) for key, value in values.items()}
     return {"state": state, "param_groups": meta["param_groups"]}
+
+
+def _restore(tensors: dict[str, torch.Tensor], name: str, value: Any) -> Any:
+    if value == "__tensor__":
+        return tensors[name]
+    if isinstance(value, dict) and "sparse_rows" in value:
+        rows = tensors[f"{name}.rows"]
+        full = torch.zeros(value["sparse_rows"], dtype=rows.dtype)
+        full[tensors[f"{name}.index"]] = rows
+        return full
+    return value
 
 
 def rng_state() -> tuple[dict[str, torch.Tensor], dict]:
@@ -113,9 +150,12 @@ def set_rng_state(tensors: dict[str, torch.Tensor], meta: dict) -> None:
 
 def save_checkpoint(directory: Path, step: int, model: torch.nn.Module, optimizer, scheduler,
                     trainer_state: dict[str, Any], config: dict | None = None,
-                    rank_rng: list[tuple[dict[str, torch.Tensor], dict]] | None = None) -> Path:
-    """Write ``directory/step-N`` atomically and keep the newest ``KEEP`` checkpoints.
+                    rank_rng: list[tuple[dict[str, torch.Tensor], dict]] | None = None, *,
+                    backbone: torch.nn.Module, keep: int = 1, saved_backbone: Path | None = None) -> Path:
+    """Write ``directory/step-N`` atomically and keep the newest ``keep`` checkpoints.
 
+    ``model``: every trainable module, ``backbone`` among them. ``saved_backbone``: a file already
+    holding the backbone's current weights (the final model saved at this step), linked, not copied.
     ``rank_rng``: every process's RNG state (:func:`rng_state`), rank order, in a multi-process run
     (each process draws its own dropout masks); None = this process's."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -123,7 +163,7 @@ def save_checkpoint(directory: Path, step: int, model: torch.nn.Module, optimize
     tmp = directory / f".step-{step:08d}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    save_model(model, str(tmp / "model.safetensors"))  # handles tied weights
+    _save_weights(tmp, model, backbone, saved_backbone)
     opt_tensors, opt_meta = _flatten_optimizer(optimizer.state_dict())
     save_file({k: v.cpu() for k, v in opt_tensors.items()}, str(tmp / "optimizer.safetensors"))
     ranks = rank_rng or [rng_state()]
@@ -132,7 +172,8 @@ def save_checkpoint(directory: Path, step: int, model: torch.nn.Module, optimize
                    for r, (tensors, _) in enumerate(ranks) for name, tensor in tensors.items()}
     save_file(rng_tensors, str(tmp / "rng.safetensors"))
     state = {"step": step, "optimizer": opt_meta, "scheduler": scheduler.state_dict(), "rng": ranks[0][1],
-             "trainer": trainer_state, "config": config}
+             "trainer": trainer_state, "config": config,
+             "backbone_prefix": _backbone_prefix(model, backbone), "heads_aliases": _split_state(model, backbone)[2]}
     if len(ranks) > 1:
         state["rng_ranks"] = [meta for _, meta in ranks]
     (tmp / "state.json").write_text(json.dumps(state))
@@ -146,9 +187,67 @@ def save_checkpoint(directory: Path, step: int, model: torch.nn.Module, optimize
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     _fsync(directory)
-    for old in list_checkpoints(directory)[:-KEEP]:
+    for old in list_checkpoints(directory)[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def _backbone_prefix(model: torch.nn.Module, backbone: torch.nn.Module) -> str:
+    name = next(name for name, module in model.named_modules() if module is backbone)
+    return f"{name}." if name else ""
+
+
+def _split_state(model: torch.nn.Module, backbone: torch.nn.Module) -> tuple[dict, dict, dict[str, str]]:
+    """(the backbone's own state, the other tensors of ``model``, aliases): a tensor tied to one seen
+    before (an MLM decoder tied to the word embeddings) is saved once and named in ``aliases``."""
+    prefix = _backbone_prefix(model, backbone)
+    own = backbone.state_dict()
+    seen = {tensor.data_ptr(): prefix + name for name, tensor in own.items()}
+    heads, aliases = {}, {}
+    for name, tensor in model.state_dict().items():
+        if name.startswith(prefix):
+            continue
+        if tensor.data_ptr() in seen:
+            aliases[name] = seen[tensor.data_ptr()]
+        else:
+            heads[name] = tensor
+            seen[tensor.data_ptr()] = name
+    return own, heads, aliases
+
+
+def _save_weights(tmp: Path, model: torch.nn.Module, backbone: torch.nn.Module, saved_backbone: Path | None) -> None:
+    own, heads, _ = _split_state(model, backbone)
+    target = tmp / "encoder.safetensors"
+    if not (saved_backbone is not None and _same_layout(saved_backbone, own) and _link(saved_backbone, target)):
+        save_file({k: v.detach().contiguous().cpu() for k, v in own.items()}, str(target))
+    save_file({k: v.detach().contiguous().cpu() for k, v in heads.items()}, str(tmp / "heads.safetensors"))
+
+
+def _same_layout(path: Path, state: dict[str, torch.Tensor]) -> bool:
+    """The file holds ``state``'s names with their shapes and dtypes (its values are the caller's word);
+    it may hold more (a saved model's unused BERT pooler), which loading leaves out."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            if not set(state) <= set(handle.keys()):
+                return False
+            return all(tuple(handle.get_slice(k).get_shape()) == tuple(v.shape)
+                       and handle.get_slice(k).get_dtype() == _SAFETENSORS_DTYPES.get(v.dtype)
+                       for k, v in state.items())
+    except (OSError, ValueError, RuntimeError):
+        return False
+
+
+_SAFETENSORS_DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.int64: "I64"}
+
+
+def _link(source: Path, target: Path) -> bool:
+    try:
+        os.link(source, target)
+        return True
+    except OSError:  # a file system without hard links: the caller writes a copy
+        return False
 
 
 def list_checkpoints(directory: Path) -> list[Path]:
@@ -162,7 +261,7 @@ def verify(path: Path) -> bool:
     """True when every expected file is present and matches the manifest's SHA-256."""
     try:
         digests = json.loads((path / MANIFEST).read_text())
-        if not isinstance(digests, dict) or not set(FILES) <= set(digests):
+        if not isinstance(digests, dict) or not (set(FILES) <= set(digests) or set(LEGACY_FILES) <= set(digests)):
             return False
         return all(_digest(path / name) == digest for name, digest in digests.items())
     except (OSError, ValueError):
@@ -211,7 +310,7 @@ def load_checkpoint(path: Path, model: torch.nn.Module, optimizer, scheduler, ra
     """Restore model, optimiser, scheduler and (process ``rank``'s) RNG states; returns the trainer state."""
     state = read_state(path)
     try:
-        load_model(model, str(path / "model.safetensors"))  # strict: every key and shape must match
+        _load_weights(path, model, state)
         optimizer_tensors = load_file(str(path / "optimizer.safetensors"))
         optimizer.load_state_dict(_unflatten_optimizer(optimizer_tensors, state["optimizer"]))
         scheduler.load_state_dict(state["scheduler"])
@@ -221,6 +320,19 @@ def load_checkpoint(path: Path, model: torch.nn.Module, optimizer, scheduler, ra
         raise CheckpointError(f"{path}: does not fit this model ({first}); "
                               f"use --no-resume or another train.output_dir") from None
     return {"step": state["step"], **state["trainer"]}
+
+
+def _load_weights(path: Path, model: torch.nn.Module, state: dict) -> None:
+    """Strict: every tensor of ``model`` must come from the checkpoint with its shape."""
+    if not (path / "encoder.safetensors").is_file():  # checkpoints written before the encoder was split out
+        load_model(model, str(path / "model.safetensors"))
+        return
+    expected = model.state_dict().keys()
+    weights = {name: v for k, v in load_file(str(path / "encoder.safetensors")).items()
+               if (name := state["backbone_prefix"] + k) in expected}
+    weights.update(load_file(str(path / "heads.safetensors")))
+    weights.update({k: weights[source] for k, source in state.get("heads_aliases", {}).items()})
+    model.load_state_dict(weights, strict=True)
 
 
 def _rank_rng(tensors: dict[str, torch.Tensor], state: dict, rank: int) -> tuple[dict[str, torch.Tensor], dict]:

@@ -41,7 +41,8 @@ def gather_inputs(inputs: LossInputs) -> LossInputs:
         return inputs
     gathered = {name: None if value is None else gather_with_grad(value)
                 for name, value in (("anchor", inputs.anchor), ("positive", inputs.positive),
-                                    ("negative", inputs.negative), ("label_view", inputs.label_view))}
+                                    ("negative", inputs.negative), ("label_view", inputs.label_view),
+                                    ("negative_positive", inputs.negative_positive))}
     labels = None if inputs.labels is None else gather_with_grad(inputs.labels)
     return dataclasses.replace(inputs, labels=labels, **gathered)
 

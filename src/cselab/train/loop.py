@@ -3,7 +3,8 @@
 Every method is this same loop with a different recipe: the views say which texts form a step, the
 objective's terms say what is minimised. Each part lives in its own module of ``cselab.train``:
 ``parts`` builds the run, ``steps`` runs one step, ``optimizer`` updates the weights, ``metrics``
-logs a window, ``selection`` keeps the best model, ``run_dir`` and ``checkpoint`` make it resumable,
+logs a window, ``selection`` keeps the best model (by STS-B dev, or by ``validation`` MLM loss on
+held-out lines when pre-training), ``run_dir`` and ``checkpoint`` make it resumable,
 ``process`` knows the device and the other processes.
 """
 from __future__ import annotations
@@ -25,6 +26,7 @@ from cselab.train.run_dir import METRICS, open_run
 from cselab.train.signals import stop_on_signals
 from cselab.train.steps import StepForward, choose_step
 from cselab.train.throughput import Throughput
+from cselab.train.validation import validation_for
 
 
 def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
@@ -43,7 +45,9 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
         state.restore_scaler(update.scaler)
         forward = StepForward(parts.encoder, parts.head, parts.objective, process.device, precision.precision)
         step = choose_step(forward, config.optim.grad_cache_chunk, update.scale)
-        selector = best_model_selection(process, config, parts.encoder, precision.precision, state)
+        selector = best_model_selection(process, config, parts.encoder, precision.precision, state,
+                                        validation_for(parts.validation, forward, process.main),
+                                        mlm_only=not parts.objective.encodes_views)
         metrics = MetricsLog(process.out_dir / METRICS if process.main else None, state, config.train.log_steps,
                              Throughput(parts.encoder, precision.dtype, process.device.type, process.processes),
                              process.progress_bar(config.recipe, len(parts.plan), state.step) if progress else None)
@@ -61,10 +65,10 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
                 if metrics.due(last) or evaluate or save:
                     record = metrics.close_window(update.lr(), process.advice(precision.precision))
                     if evaluate:
-                        record["stsb_dev"] = selector.evaluate(state.step)
+                        record.update(selector.evaluate(state.step))
                     metrics.write(record)
-                    if last and selector.dev is None and process.main:  # no dev set: the final model is the last
-                        parts.encoder.save(process.out_dir)  # step's, written before its checkpoint
+                    if last and not selector.selects and process.main:  # no evaluation: the final model is the
+                        selector.write_model()  # last step's, written before its checkpoint
                     if save:
                         save_checkpoint(process, parts, update, state, selector, config)
                     metrics.restart_window()

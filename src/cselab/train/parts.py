@@ -1,18 +1,21 @@
-"""What a run is made of, built from its config: corpus, views, encoder, head, objective, step plan,
-data loader, optimiser and learning-rate schedule."""
+"""What a run is made of, built from its config: corpus (and its validation split), views, encoder,
+head, objective, step plan, data loader, optimiser and learning-rate schedule."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from cselab.config import Config
 from cselab.data.collate import Collator, StepDataset, StepPlan
-from cselab.data.corpus import CorpusStats
+from cselab.data.corpus import CorpusError, CorpusStats
 from cselab.data.indexed import read_corpus
-from cselab.data.masking import MlmMasking
+from cselab.data.masking import MaskedBatch, MlmMasking
+from cselab.data.packing import PackedBlocks, PackedCollator, block_tokens
+from cselab.data.split import LineSplit, count_held_out, hold_out, lines_of
+from cselab.data.token_cache import token_ids
 from cselab.data.views import ViewBuilder
 from cselab.errors import ConfigError
 from cselab.losses import Objective, build_objective
@@ -20,31 +23,37 @@ from cselab.model.encoder import SentenceEncoder
 from cselab.model.heads import build_head
 from cselab.train.cpu_speed import reuse_freed_memory, use_fast_dropout, use_persistent_embedding_grad
 from cselab.train.signals import quiet_worker
+from cselab.train.validation import validation_batches
 
 log = logging.getLogger("cselab.train")
 
 
 @dataclass
 class RunParts:
-    corpus: Any  # a sequence of sentences
+    corpus: Any  # what the plan's indices pick: training sentences, or token blocks when packed
     corpus_stats: CorpusStats
     encoder: SentenceEncoder
     head: torch.nn.Module
     objective: Objective
     trainable: torch.nn.ModuleList  # [encoder, head, *terms]: the checkpoint's layout
     plan: StepPlan
-    collator: Collator
+    collator: Collator | PackedCollator
+    validation: list[MaskedBatch] = field(default_factory=list)  # the held-out lines, masked once
 
 
 def build_parts(config: Config, device: torch.device, processes: int = 1, rank: int = 0) -> RunParts:
     corpus, stats = read_corpus(config.data.corpus, config.data.column, config.data.max_sentences,
                                 seed=config.train.seed)
+    split = hold_out(len(corpus), config.data.validation_fraction)
+    count_held_out(stats, split)
     log.info("corpus: %s", stats.summary())
-    views = ViewBuilder(config.views, corpus, config.train.seed)
+    training_lines = lines_of(corpus, split.train)
+    views = ViewBuilder(config.views, training_lines, config.train.seed)
     encoder = build_encoder(config)
     added = encoder.add_special_tokens(views.special_tokens)  # before the optimizer: the vocabulary grows
     if added:
         log.info("added to the vocabulary: %s", ", ".join(added))
+    views.use_tokenizer(encoder.tokenizer)  # token-level augmenters (CLEAR's) count the encoder's own tokens
     head = build_head(config.model.projection, encoder.hidden_size, **config.model.projection_params)
     objective = build_objective(config.objective, term_context(encoder, head, config))
     check_views_for(objective, config)
@@ -52,8 +61,44 @@ def build_parts(config: Config, device: torch.device, processes: int = 1, rank: 
     speed_up(encoder, config, device)
     rates = next((term.masking for term in objective.terms if "masked" in term.needs), None)
     masking = None if rates is None else MlmMasking(encoder.tokenizer, **rates)
-    collator = Collator(encoder.tokenize, views, objective.encodes_views, masking, rank)
-    return RunParts(corpus, stats, encoder, head, objective, trainable, plan_steps(corpus, config, processes), collator)
+    if config.data.packing:
+        check_packing(objective, encoder, config, stats)
+        items, held_out, collator = pack(corpus, split, encoder, config, masking, rank)
+    else:
+        items, held_out = training_lines, lines_of(corpus, split.validation)
+        collator = Collator(encoder.tokenize, views, objective.encodes_views, masking, rank,
+                            encode_negatives_twice=objective.encodes_negatives_twice)
+    validation = [] if masking is None else validation_batches(collator, held_out, config.optim.batch_size)
+    return RunParts(items, stats, encoder, head, objective, trainable, plan_steps(items, config, processes), collator,
+                    validation)
+
+
+def pack(corpus, split: LineSplit, encoder: SentenceEncoder, config: Config, masking: MlmMasking,
+         rank: int) -> tuple[PackedBlocks, PackedBlocks, PackedCollator]:
+    """Token blocks of the training lines and of the held-out lines (the whole corpus tokenised once,
+    cached), and their collator."""
+    tokens = token_ids(corpus, encoder.tokenizer)
+    size, documents = block_tokens(encoder.tokenizer, config.model.max_seq_len), config.data.document_boundaries
+    training = PackedBlocks(tokens, split.train, size, documents=documents == "blank_lines")
+    if len(training) < 2:
+        raise CorpusError(f"{config.data.corpus}: packing made {len(training)} block of {size} tokens; needs 2")
+    held_out = PackedBlocks(tokens, split.validation, size, documents=documents == "blank_lines")
+    return training, held_out, PackedCollator(encoder.tokenizer, masking, config.train.seed, rank)
+
+
+def check_packing(objective: Objective, encoder: SentenceEncoder, config: Config, stats: CorpusStats) -> None:
+    """Packed blocks are MLM input only, fit the model's positions, and keep documents whole."""
+    if objective.encodes_views:
+        others = [name for name, term in zip(objective.names, objective.terms, strict=True) if term.needs - {"masked"}]
+        raise ConfigError(f"data.packing: packs token blocks for MLM alone; {', '.join(others)} read sentence views "
+                          f"(set data.packing: false)")
+    positions = getattr(encoder.backbone.config, "max_position_embeddings", None)
+    if positions is not None and config.model.max_seq_len > positions:
+        raise ConfigError(f"model.max_seq_len: {config.model.max_seq_len} tokens per packed block; the model has "
+                          f"{positions} positions")
+    if config.data.document_boundaries == "blank_lines" and stats.skipped.get("over_max_sentences"):
+        raise ConfigError("data.document_boundaries: blank_lines needs whole documents; data.max_sentences samples "
+                          "lines out of them (set data.max_sentences: null)")
 
 
 def build_encoder(config: Config) -> SentenceEncoder:

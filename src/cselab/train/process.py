@@ -2,6 +2,7 @@
 (printing, model selection, checkpoints, the summary)."""
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from cselab.train.optimizer import OptimizerStep
 from cselab.train.parts import RunParts
 from cselab.train.run_dir import RunState, resume_state
 from cselab.train.selection import BestModel
+from cselab.train.validation import ValidationMlm
 
 
 @dataclass
@@ -32,6 +34,12 @@ class Process:
     processes: int = 1
     main: bool = True
     started: float = field(default_factory=time.time)
+    first_step: int = 0  # the step this invocation started from (a resumed run's checkpoint step)
+    wall_before: float = 0.0  # wall time of earlier invocations, up to their last checkpoint
+
+    def wall_seconds(self) -> float:
+        """Wall time of the whole run: earlier invocations (to their last checkpoint) plus this one."""
+        return self.wall_before + time.time() - self.started
 
     @classmethod
     def start(cls, config: Config) -> Process:
@@ -80,16 +88,19 @@ class Process:
 
 
 def best_model_selection(process: Process, config: Config, encoder: SentenceEncoder, precision: str,
-                         state: RunState) -> BestModel:
-    """STS-B dev evaluation on the main process when dev data is found; the record of a resumed run."""
+                         state: RunState, validation: ValidationMlm | None = None,
+                         mlm_only: bool = False) -> BestModel:
+    """STS-B dev evaluation on the main process when dev data is found, validation MLM loss when the
+    run holds lines out (it picks the best model of an MLM-only run); the record of a resumed run."""
     dev = None
     if process.main and config.train.eval_steps > 0:
         dev_dir = find_senteval_dir(config.data.dev_dir)
         dev = StsbDev(dev_dir) if dev_dir is not None else None
-        if dev is None:
-            process.say("no STS-B dev data found: the final model is the last step "
-                        "(`cselab data download` fetches it; or set data.dev_dir or $CSELAB_DATA)")
     selector = BestModel(process.out_dir, dev, encoder, precision, config.train.eval_steps)
+    selector.attach(validation, mlm_only)  # before reconcile: it reads and writes the marker of this metric
+    if process.main and config.train.eval_steps > 0 and not selector.selects:
+        process.say("no STS-B dev data found: the final model is the last step "
+                    "(`cselab data download` fetches it; or set data.dev_dir or $CSELAB_DATA)")
     selector.best_dev, selector.best_step = state.best_dev, state.best_step
     if process.main and state.step:
         selector.reconcile(state.step)
@@ -107,6 +118,7 @@ def start_or_resume(process: Process, latest: Path | None, parts: RunParts, opti
     if latest is None:
         return RunState(corpus_sha256=fingerprint)
     state = resume_state(latest, parts.trainable, optimizer, scheduler, fingerprint, config.data.corpus, process.rank)
+    process.first_step, process.wall_before = state.step, state.wall_seconds
     process.say(f"resuming from {latest} (step {state.step} of {len(parts.plan)})")
     return state
 
@@ -138,15 +150,23 @@ def save_checkpoint(process: Process, parts: RunParts, update: OptimizerStep, st
     if process.main:
         state.best_dev, state.best_step = selector.best_dev, selector.best_step
         state.grad_scaler = None if update.scaler is None else update.scaler.state_dict()
+        state.wall_seconds = process.wall_seconds()
+        # The final model saved at this step (best so far, or the last step's) already holds the encoder.
+        final_now = selector.best_step == state.step or (not selector.selects and state.step == len(parts.plan))
         ckpt.save_checkpoint(process.out_dir / "checkpoints", state.step, parts.trainable, update.optimizer,
-                             update.scheduler, state.trainer_dict(), config.to_dict(), rank_rng)
+                             update.scheduler, state.trainer_dict(), config.to_dict(), rank_rng,
+                             backbone=parts.encoder.backbone, keep=config.train.keep_checkpoints,
+                             saved_backbone=process.out_dir / "model.safetensors" if final_now else None)
     process.barrier()
 
 
 def summarize(process: Process, config: Config, parts: RunParts, state: RunState, selector: BestModel,
               precision: PrecisionChoice) -> dict:
-    """The run summary (written to summary.json by the main process)."""
+    """The run summary (written to summary.json by the main process). Re-running a finished run
+    changes nothing: its summary is read back as it was written when it finished."""
     total = len(parts.plan)
+    if process.first_step >= total and (finished := _finished_summary(process.out_dir / "summary.json")):
+        return finished
     summary = {
         "recipe": config.recipe,
         "output_dir": str(process.out_dir),
@@ -159,12 +179,20 @@ def summarize(process: Process, config: Config, parts: RunParts, state: RunState
         "first_loss": state.first_loss,
         "final_loss": state.last_loss,
         "base_stsb_dev": state.base_dev,
-        "best_stsb_dev": selector.best_dev,
-        "best_step": selector.best_step,
+        **selector.summary(),  # selected_by, best_stsb_dev, best_val_mlm_loss, best_step
         "train_seconds": round(state.train_seconds, 2),
         "sentences_per_second": round(state.sentences_seen / state.train_seconds, 2) if state.train_seconds else None,
-        "wall_seconds": round(time.time() - process.started, 2),
+        "wall_seconds": round(process.wall_seconds(), 2),
     }
     if process.main:
         ckpt.write_json_atomic(process.out_dir / "summary.json", summary)
     return summary
+
+
+def _finished_summary(path: Path) -> dict | None:
+    """The summary written when the run finished, if there is one (a kill can come before it is written)."""
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return summary if isinstance(summary, dict) and summary.get("finished") is True else None

@@ -38,6 +38,7 @@ class RunState:
     grad_scaler: dict | None = None  # fp16's loss scale and growth tracker
     precision: str | None = None  # what precision "auto" resolved to: a resumed run keeps it
     base_dev: float | None = None  # STS-B dev of the model before training (step 0)
+    wall_seconds: float = 0.0  # wall time of the run up to this checkpoint, over every invocation
 
     def advance(self, batch_step: int, sentences: int) -> None:
         """Account the step just taken (``batch_step`` is 0-based; ``step`` counts the steps done)."""

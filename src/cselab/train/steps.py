@@ -71,6 +71,8 @@ class StepForward(torch.nn.Module):
             inputs.anchor, inputs.positive = embeddings[roles["anchor"]], embeddings[roles["positive"]]
             if "negative" in roles:
                 inputs.negative = embeddings[roles["negative"]]
+            if "negative_positive" in roles:  # the negatives' second dropout encoding (UNA's 4N NT-Xent)
+                inputs.negative_positive = embeddings[roles["negative_positive"]]
             if "label_view" in roles:
                 inputs.label_view = embeddings[roles["label_view"]]
                 inputs.labels = batch.labels.to(self.device, non_blocking=True)

@@ -1,0 +1,145 @@
+"""Every line's token ids, tokenised once per (corpus content, tokenizer) and cached on disk.
+
+Packing (``data/packing.py``) reads token ids, not text: tokenising a pre-training corpus takes
+minutes, so it is done once and kept beside the corpus's line index (``$CSELAB_CACHE/token-ids``,
+default ``~/.cache/cselab``). The key is the corpus fingerprint (its content digest and kept lines,
+``data/indexed.py``) and the tokenizer's (its whole serialised vocabulary and rules): editing the
+file or changing the vocabulary tokenises again; touching or moving the file does not.
+
+Three ``.npy`` files per key (no pickle anywhere), each written to a file of its own process and
+then moved into place, the ids last (whoever sees them sees the other two):
+
+* ``KEY.ids.npy``: all lines' ids, concatenated, without special tokens (uint16 when the
+  vocabulary fits, else uint32); read memory-mapped, so memory stays flat for any corpus size.
+* ``KEY.starts.npy``: (lines + 1,) int64; line i's ids are ``ids[starts[i]:starts[i + 1]]``.
+* ``KEY.documents.npy``: (lines,) bool; line i begins a document (the first line, and any line
+  after a blank one in the corpus file: a spooled copy of a ``.gz``/CSV/dataset source has none).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from cselab.data.corpus import corpus_fingerprint
+from cselab.data.indexed import _cache_dir, _own_part
+
+log = logging.getLogger(__name__)
+
+TOKENIZE_CHUNK = 4096  # lines per call of the (batched, Rust) tokenizer
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    """Identity of what the tokenizer does: its serialised rules and vocabulary, added tokens included."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        serialised = json.loads(backend.to_str())
+        # Truncation and padding are per-call settings the tokenizer keeps from its last call: not its identity.
+        rules = json.dumps({k: v for k, v in serialised.items() if k not in ("truncation", "padding")})
+    else:  # a slow (Python) tokenizer: its vocabulary and casing
+        rules = json.dumps([sorted(tokenizer.get_vocab().items()), tokenizer.init_kwargs.get("do_lower_case")])
+    return hashlib.sha256(f"{type(tokenizer).__name__}|{rules}".encode()).hexdigest()
+
+
+@dataclass
+class TokenIds:
+    """The cached ids of one corpus under one tokenizer (memory-mapped, read-only)."""
+
+    directory: Path
+    key: str
+
+    def __post_init__(self):
+        self.ids = np.load(self._file("ids"), mmap_mode="r", allow_pickle=False)
+        self.starts = np.load(self._file("starts"), allow_pickle=False)
+        self.document_starts = np.load(self._file("documents"), allow_pickle=False)
+
+    def _file(self, part: str) -> Path:
+        return self.directory / f"{self.key}.{part}.npy"
+
+    def __len__(self) -> int:
+        return len(self.starts) - 1
+
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.starts)
+
+    def line(self, i: int) -> np.ndarray:
+        return self.ids[self.starts[i]:self.starts[i + 1]]
+
+    def __reduce__(self):
+        # Data-loader workers reopen the files instead of receiving a copy of every id.
+        return TokenIds, (self.directory, self.key)
+
+
+def token_ids(corpus: Sequence[str], tokenizer) -> TokenIds:
+    """The corpus's token ids under ``tokenizer``: read from the cache, or tokenised into it now."""
+    key = hashlib.sha256(f"{corpus_fingerprint(corpus)}|{tokenizer_fingerprint(tokenizer)}".encode()).hexdigest()[:24]
+    directory = _cache_dir("token-ids")
+    if not (directory / f"{key}.ids.npy").is_file():
+        directory.mkdir(parents=True, exist_ok=True)
+        log.info("tokenising %d lines once for packing (cached in %s)", len(corpus), directory)
+        _write(directory, key, corpus, tokenizer)
+    return TokenIds(directory, key)
+
+
+def _write(directory: Path, key: str, corpus: Sequence[str], tokenizer) -> None:
+    dtype = np.uint16 if len(tokenizer) <= np.iinfo(np.uint16).max + 1 else np.uint32
+    raw = _own_part(directory / f"{key}.ids.raw")
+    starts = np.zeros(len(corpus) + 1, dtype=np.int64)
+    from tqdm.auto import tqdm
+
+    try:
+        with open(raw, "wb") as out:
+            # disable=None: a progress bar on a terminal only (never in logs or tests' output).
+            for first in tqdm(range(0, len(corpus), TOKENIZE_CHUNK), desc="tokenise for packing", unit="chunk",
+                              disable=None):
+                lines = [corpus[i] for i in range(first, min(first + TOKENIZE_CHUNK, len(corpus)))]
+                encoded = tokenizer(lines, add_special_tokens=False, return_attention_mask=False,
+                                    return_token_type_ids=False, verbose=False)["input_ids"]
+                starts[first + 1:first + 1 + len(lines)] = [len(ids) for ids in encoded]
+                out.write(np.fromiter((i for ids in encoded for i in ids), dtype=dtype).tobytes())
+        np.cumsum(starts, out=starts)
+        _save(directory / f"{key}.starts.npy", starts)
+        _save(directory / f"{key}.documents.npy", document_starts(corpus))
+        ids = np.fromfile(raw, dtype=dtype)
+        _save(directory / f"{key}.ids.npy", ids)  # last: its presence means the cache is complete
+    finally:
+        raw.unlink(missing_ok=True)
+
+
+def _save(path: Path, array: np.ndarray) -> None:
+    part = _own_part(path).with_suffix(".npy")  # np.save adds .npy to any other name
+    np.save(part, array, allow_pickle=False)
+    os.replace(part, path)
+
+
+def document_starts(corpus: Sequence[str]) -> np.ndarray:
+    """(lines,) bool: the first line, and each line with a blank line before it in the corpus file.
+
+    The line index keeps only non-empty lines; a kept line that does not begin where the previous
+    kept line ended had skipped (blank) lines before it. A corpus held in memory is one document."""
+    starts = np.zeros(len(corpus), dtype=bool)
+    starts[:1] = True
+    path, offsets = getattr(corpus, "path", None), getattr(corpus, "offsets", None)
+    if path is None or offsets is None:
+        return starts
+    with open(path, "rb") as handle:
+        expected = None
+        for i, offset in enumerate(offsets):
+            starts[i] |= expected is not None and int(offset) != expected
+            handle.seek(int(offset))
+            expected = int(offset) + _line_and_ending_length(handle.readline())
+    return starts
+
+
+def _line_and_ending_length(raw: bytes) -> int:
+    """Bytes up to the next line (the index ends a line at \\n, \\r\\n or a lone \\r)."""
+    cut = raw.find(b"\r")
+    if cut == -1:
+        return len(raw)  # up to and with its \n (none on the last line of a file)
+    return cut + (2 if raw[cut + 1:cut + 2] == b"\n" else 1)
