@@ -55,6 +55,10 @@ def _add_train(sub) -> None:
                                    "offline defaults (all-MiniLM-L6-v2 base, WordNet usage examples as corpus).",
                        formatter_class=HelpFormatter)
     _add_run_arguments(p, default_recipe="simcse")
+    p.add_argument("--paper-setting", action="store_true",
+                   help="the papers' full setting: bert-base-uncased, SimCSE's wiki1m corpus (all of it) and "
+                        "SentEval's data, checked before any work (--set and --corpus still apply on top); "
+                        "see docs/paper-setting.md")
 
 
 def _add_pretrain(sub) -> None:
@@ -90,7 +94,12 @@ def _run_train(args) -> int:
 
     direct = {"data.corpus": args.corpus, "train.output_dir": args.output_dir, "train.seed": args.seed,
               "optim.max_steps": args.max_steps}
-    config = load_config(args.recipe, args.overrides, **direct)
+    paper_setting = getattr(args, "paper_setting", False)  # `cselab pretrain` has no such option
+    # The setting is a layer under the user's --set: `--set model.name_or_path=roberta-base` still wins.
+    overrides = paper_setting_overrides() + args.overrides if paper_setting else args.overrides
+    config = load_config(args.recipe, overrides, **direct)
+    if paper_setting:
+        require_paper_setting(config)
     if args.print_config:
         print(json.dumps(config.to_dict(), indent=2))
         return 0
@@ -99,6 +108,91 @@ def _run_train(args) -> int:
     summary = train(config, resume=not args.no_resume)
     print(format_summary(summary, config.optim.max_steps, config.optim.epochs))
     return 0 if summary["finished"] else 3
+
+
+PAPER_MODEL = "bert-base-uncased"  # the BERT-base rows every paper reports
+
+
+def paper_setting_overrides() -> list[str]:
+    """``--set`` items for the papers' setting; paths JSON-quoted, which YAML reads back verbatim."""
+    from cselab.evaluate.download import default_senteval_dir, default_wiki1m_path
+
+    return [f"model.name_or_path={PAPER_MODEL}", f"data.corpus={json.dumps(str(default_wiki1m_path()))}",
+            "data.max_sentences=null", f"data.dev_dir={json.dumps(str(default_senteval_dir()))}"]
+
+
+def require_paper_setting(config) -> None:
+    """Every piece of the resolved setting is present, or one ConfigError listing each missing piece with
+    the command that gets it; checked before any work, so a failed start writes nothing."""
+    from cselab.errors import ConfigError
+
+    missing = [m for m in (_missing_model(config.model.name_or_path), _missing_corpus(config.data.corpus),
+                           _missing_senteval(config.data.dev_dir)) if m]
+    if missing:
+        raise ConfigError("--paper-setting: missing " + "; ".join(missing))
+
+
+def _missing_model(name: str) -> str | None:
+    """Loadable without downloading (a local directory, the Hugging Face cache), or the Hub is reachable."""
+    path = Path(name).expanduser()
+    if name == "minilm" or path.exists():
+        return None if name == "minilm" or (path / "config.json").is_file() else \
+            f"model {name} (a directory without config.json; pass a Hugging Face model directory)"
+    if _in_hub_cache(name) or (not _hub_offline() and _hub_answers(name)):
+        return None
+    return (f"model {name} (not in the Hugging Face cache, Hub unreachable; get it with "
+            f"`huggingface-cli download {name}` where there is network)")
+
+
+def _in_hub_cache(name: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        cached = [try_to_load_from_cache(name, file) for file in ("config.json", "model.safetensors")]
+    except Exception:  # noqa: BLE001 - a name the Hub would refuse is simply not cached
+        return False
+    return all(isinstance(found, str) for found in cached)
+
+
+def _hub_offline() -> bool:
+    import os
+
+    from huggingface_hub import constants
+
+    flags = (os.environ.get("HF_HUB_OFFLINE"), os.environ.get("TRANSFORMERS_OFFLINE"))
+    return constants.HF_HUB_OFFLINE or any(str(f).upper() in {"1", "ON", "YES", "TRUE"} for f in flags if f)
+
+
+def _hub_answers(name: str) -> bool:
+    """One metadata request (no download); the first training run downloads and caches the model."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+
+    try:
+        get_hf_file_metadata(hf_hub_url(name, "config.json"), timeout=10)
+    except Exception:  # noqa: BLE001 - no network, no such model, refused: all mean "not loadable now"
+        return False
+    return True
+
+
+def _missing_corpus(corpus: str) -> str | None:
+    from cselab.evaluate.download import default_wiki1m_path
+
+    if corpus.startswith(("hf:", "builtin:")) or Path(corpus).expanduser().is_file():
+        return None
+    dest = "" if Path(corpus).expanduser() == default_wiki1m_path() else f" --dest {corpus}"
+    return f"corpus {corpus} (get it with `cselab data download wiki1m{dest}`)"
+
+
+def _missing_senteval(dev_dir: str | None) -> str | None:
+    from cselab.evaluate.download import cselab_home, default_senteval_dir, required_files
+
+    folder = Path(dev_dir).expanduser() if dev_dir else default_senteval_dir()
+    absent = [f for f in required_files() if not (folder / f).is_file()]
+    if not absent:
+        return None
+    dest = "" if folder == cselab_home() / "senteval" else f" --dest {folder}"
+    return (f"SentEval data in {folder} ({counted(len(absent), 'file')} absent, e.g. {absent[0]}; get it with "
+            f"`cselab data download{dest}`)")
 
 
 def steps_line(summary: dict, max_steps: int | None = None, epochs: int = 1) -> str:
@@ -270,6 +364,9 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         return args.func(args)
+    except BrokenPipeError:  # `cselab recipes | head`: the reader has all it wants
+        _quiet_stdout()
+        return 0
     except Exception as exc:
         if args.verbose:
             raise
@@ -281,6 +378,16 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"cselab {args.command}: error: {one_line(exc)}", file=sys.stderr)
         return 2
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush meets no closed pipe either."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout is no file (tests capture it)
+        pass
 
 
 def one_line(exc: BaseException) -> str:

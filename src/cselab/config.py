@@ -97,6 +97,7 @@ class OptimConfig:
     max_grad_norm: float = 1.0
     batch_size: int = 64
     epochs: int = 1
+    # The run's length in steps when set, overriding epochs (further epochs are drawn as needed).
     max_steps: int | None = None
     # Cached contrastive loss (GradCache): encode the step in chunks of this many rows; null = off.
     grad_cache_chunk: int | None = None
@@ -399,7 +400,7 @@ def _check_plain_data(value: Any, key: str = "") -> None:
         for i, item in enumerate(value):
             _check_plain_data(item, f"{key}[{i}]")
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        if not is_finite(value) or abs(value) >= MAX_INTEGER and isinstance(value, int):
+        if not is_finite(value) or (isinstance(value, int) and abs(value) >= MAX_INTEGER):
             raise ConfigError(f"{key}: {_shown(value)} is not a finite number within 2**53")
     elif not isinstance(value, (str, bool, type(None))):
         raise ConfigError(f"{key}: a {type(value).__name__} is not a recipe value (quote it to make it text)")

@@ -123,3 +123,17 @@ def test_an_output_path_that_cannot_be_written_is_one_line(tiny_encoder, tmp_pat
     taken.mkdir()
     assert main(["encode", str(model), "--in", str(sentences), "--out", str(taken)]) == 2
     assert capsys.readouterr().err.strip() == f"cselab encode: error: {taken}: Is a directory"
+
+
+def test_a_closed_pipe_ends_the_command_quietly(capsys):
+    """`cselab recipes | head -1`: the reader closed the pipe; no error, no traceback."""
+    import contextlib
+    import io
+
+    class ClosedPipe(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    with contextlib.redirect_stdout(ClosedPipe()):
+        assert main(["recipes"]) == 0
+    assert capsys.readouterr().err == ""

@@ -54,6 +54,10 @@ def test_a_run_failing_before_its_first_checkpoint_leaves_no_directory(tmp_path,
     with pytest.raises(RuntimeError, match="a bug"):
         train(load_config_for(corpus_file, out_dir), progress=False)
     assert not out_dir.exists()
+    nested = tmp_path / "new" / "a" / "run"  # every directory the run made goes, not only the last
+    with pytest.raises(RuntimeError, match="a bug"):
+        train(load_config_for(corpus_file, nested), progress=False)
+    assert not (tmp_path / "new").exists()
     existing = tmp_path / "existing"
     existing.mkdir()
     (existing / "notes.txt").write_text("mine")

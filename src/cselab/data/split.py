@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cselab.data.corpus import CorpusError, CorpusStats
+from cselab.errors import counted
 
 SPLIT_SEED = 20_240_622  # not train.seed: the held-out lines must not move with the run's seed
 HELD_OUT = "held_out_for_validation"  # the corpus summary's count of the held-out lines
@@ -35,7 +36,8 @@ def hold_out(num_lines: int, fraction: float) -> LineSplit:
     if not held.any():
         held[int(np.argmin(draws))] = True
     if num_lines - int(held.sum()) < 2:
-        raise CorpusError(f"data.validation_fraction {fraction} of {num_lines} lines leaves fewer than 2 to train on")
+        raise CorpusError(f"data.validation_fraction {fraction} of {counted(num_lines, 'line')} "
+                          "leaves fewer than 2 to train on")
     return LineSplit(np.flatnonzero(~held), np.flatnonzero(held))
 
 

@@ -37,6 +37,10 @@ def _add_eval(sub) -> None:
     p.add_argument("--transfer-mode", choices=["test", "fast"], default="test",
                    help="test: SentEval's 10-fold protocol and full C grid; fast: 5 folds, half the C grid, "
                         "SST-2's probe trained on 10,000 of its training phrases")
+    p.add_argument("--transfer-protocol", choices=["sklearn", "senteval"], default="sklearn",
+                   help="sklearn: scikit-learn's logistic regression (fast); senteval: SentEval's PyTorch "
+                        "classifier as the papers report it (Adam, early stopping, L2 from 1e-5..1e-2, MRPC "
+                        "features [|u-v|, u*v]; with --transfer-mode fast its prototyping config)")
     p.add_argument("--seed", type=int, default=1111, help="cross-validation seed (SentEval's default)")
     p.add_argument("--cache-dir",
                    help="embedding cache (default: $CSELAB_CACHE/embeddings or ~/.cache/cselab/embeddings)")
@@ -75,7 +79,7 @@ def _run_eval(args) -> int:
     data_dir = _data_dir(args.data_dir)
     # Fail on bad task names or missing files before loading any model.
     tasks.build(tasks.resolve(args.tasks, args.split), data_dir, args.split,
-                ProbeSettings(args.transfer_mode, args.seed))
+                ProbeSettings(args.transfer_mode, args.seed, args.transfer_protocol))
     cache_dir = None if args.no_cache else Path(args.cache_dir).expanduser() if args.cache_dir else default_cache_dir()
     results = []
     for name in args.models:
@@ -85,7 +89,8 @@ def _run_eval(args) -> int:
             print(f"note: {name} is not a local directory, so its embeddings are not cached", file=sys.stderr)
         model.show_progress = not args.quiet
         results.append(evaluate(model, data_dir, args.tasks, split=args.split, transfer_mode=args.transfer_mode,
-                                cache_dir=cache_dir, seed=args.seed, progress=not args.quiet))
+                                cache_dir=cache_dir, seed=args.seed, progress=not args.quiet,
+                                transfer_protocol=args.transfer_protocol))
         del model
     table = report.markdown(results)
     print(table)
@@ -97,16 +102,25 @@ def _run_eval(args) -> int:
 
 
 def _add_data(sub) -> None:
-    p = sub.add_parser("data", help="download or check the SentEval evaluation data")
-    actions = p.add_subparsers(dest="action", required=True)
-    down = actions.add_parser("download", help="fetch SentEval's data in its directory layout",
-                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    from cselab.evaluate.download import DEFAULT_DEST, DEFAULT_URL
+    from cselab.evaluate.download import BASE_MODEL_COMMAND, DEFAULT_DEST, DEFAULT_URL, WIKI1M_NAME, WIKI1M_URL
 
-    down.add_argument("--dest", default=str(DEFAULT_DEST), help="where to put the data (SentEval's layout)")
-    down.add_argument("--url", default=DEFAULT_URL, help="archive to fetch (http(s):// or file://; tar or zip)")
-    down.add_argument("--sha256", help="expected sha256 of the archive (checked when given)")
-    down.add_argument("--force", action="store_true", help="download even if every file is already there")
+    p = sub.add_parser("data", help="download or check the SentEval evaluation data (and the wiki1m corpus)")
+    actions = p.add_subparsers(dest="action", required=True)
+    down = actions.add_parser("download", help="fetch SentEval's data in its directory layout, or the wiki1m corpus",
+                              description="senteval (default): SentEval's evaluation data. wiki1m: SimCSE's "
+                                          "training corpus (10^6 Wikipedia sentences), used by `cselab train "
+                                          "--paper-setting`. The papers' base model is not fetched here: "
+                                          f"`{BASE_MODEL_COMMAND}`, or the first online run caches it.",
+                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    down.add_argument("target", nargs="?", choices=["senteval", "wiki1m"], default="senteval",
+                      help="what to fetch")
+    down.add_argument("--dest", help=f"where to put it (senteval: a directory in SentEval's layout, default "
+                                     f"{DEFAULT_DEST}; wiki1m: a file, default $CSELAB_WIKI1M or "
+                                     f"~/.cache/cselab/{WIKI1M_NAME})")
+    down.add_argument("--url", help=f"what to fetch, http(s):// or file:// (senteval: a tar or zip, default "
+                                    f"{DEFAULT_URL}; wiki1m: the text file, default {WIKI1M_URL})")
+    down.add_argument("--sha256", help="expected sha256 of the download (checked when given)")
+    down.add_argument("--force", action="store_true", help="download even if it is already there")
     down.set_defaults(func=_run_download)
     chk = actions.add_parser("check", help="list which tasks have their files in a data directory")
     chk.add_argument("--data-dir",
@@ -115,15 +129,33 @@ def _add_data(sub) -> None:
 
 
 def _run_download(args) -> int:
+    if args.target == "wiki1m":
+        return _download_wiki1m(args)
     from cselab.errors import counted
-    from cselab.evaluate.download import download
+    from cselab.evaluate.download import DEFAULT_URL, cselab_home, download
 
-    done = download(Path(args.dest), url=args.url, sha256=args.sha256, force=args.force)
+    dest = Path(args.dest) if args.dest else cselab_home() / "senteval"
+    done = download(dest, url=args.url or DEFAULT_URL, sha256=args.sha256, force=args.force)
     if done["status"] == "downloaded":
         print(f"SentEval data ({counted(done['files'], 'file')} checked) -> {done['dest']}\n"
               f"archive: {counted(done['bytes'], 'byte')}, sha256 {done['sha256']}")
     else:
         print(f"{done['dest']}: {done['status']} ({counted(done['files'], 'file')}); use --force to download again")
+    return 0
+
+
+def _download_wiki1m(args) -> int:
+    from cselab.errors import counted
+    from cselab.evaluate.download import BASE_MODEL_COMMAND, WIKI1M_URL, default_wiki1m_path, download_file
+
+    done = download_file(Path(args.dest) if args.dest else default_wiki1m_path(), url=args.url or WIKI1M_URL,
+                         sha256=args.sha256, force=args.force)
+    if done["status"] == "downloaded":
+        print(f"wiki1m corpus -> {done['dest']}\n{counted(done['bytes'], 'byte')}, sha256 {done['sha256']}")
+    else:
+        print(f"{done['dest']}: {done['status']} ({counted(done['bytes'], 'byte')}); use --force to download again")
+    # The third piece of the papers' setting is not a file cselab fetches.
+    print(f"base model for --paper-setting: `{BASE_MODEL_COMMAND}` (or the first online run caches it)")
     return 0
 
 

@@ -1,4 +1,5 @@
-"""``cselab data download``: fetch SentEval's data in its directory layout, safely.
+"""``cselab data download``: fetch SentEval's data in its directory layout (and, as ``wiki1m``,
+SimCSE's training corpus), safely.
 
 The default source is the SimCSE authors' packaging of SentEval's downstream data (one tar with
 every task in SentEval's layout, already preprocessed the way SentEval's get_transfer_data.bash
@@ -10,6 +11,7 @@ must contain every file the evaluation reads.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import stat
 import tarfile
@@ -23,6 +25,25 @@ from cselab.errors import counted
 
 DEFAULT_URL = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/senteval.tar"
 DEFAULT_DEST = Path.home() / ".cache" / "cselab" / "senteval"
+# SimCSE's unsupervised training corpus: 10^6 sentences sampled from English Wikipedia.
+WIKI1M_URL = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/wiki1m_for_simcse.txt"
+WIKI1M_NAME = "wiki1m_for_simcse.txt"
+BASE_MODEL_COMMAND = "huggingface-cli download bert-base-uncased"
+
+
+def cselab_home() -> Path:
+    """Where cselab keeps downloaded data; read at call time, so a changed $HOME is seen."""
+    return Path.home() / ".cache" / "cselab"
+
+
+def default_senteval_dir() -> Path:
+    """Where `cselab eval` and training look for SentEval's data: $CSELAB_DATA, else the download folder."""
+    return Path(os.environ.get("CSELAB_DATA") or cselab_home() / "senteval").expanduser()
+
+
+def default_wiki1m_path() -> Path:
+    """Where `cselab data download wiki1m` puts the corpus and `--paper-setting` reads it ($CSELAB_WIKI1M)."""
+    return Path(os.environ.get("CSELAB_WIKI1M") or cselab_home() / WIKI1M_NAME).expanduser()
 
 
 class DownloadError(RuntimeError):
@@ -146,11 +167,7 @@ def download(dest: Path = DEFAULT_DEST, url: str = DEFAULT_URL, sha256: str | No
         work_dir = Path(work)
         archive = work_dir / (Path(url).name or "senteval.tar")
         fetched = (fetcher or (lambda u, t: fetch(u, t, progress=progress)))(url, archive)
-        if fetched.get("expected_bytes") is not None and fetched["bytes"] != fetched["expected_bytes"]:
-            raise DownloadError(f"{url}: got {counted(fetched['bytes'], 'byte')}, the server announced "
-                                f"{fetched['expected_bytes']} (interrupted download?); run the command again")
-        if sha256 and fetched["sha256"].lower() != sha256.lower():
-            raise DownloadError(f"{url}: sha256 {fetched['sha256']} does not match the expected {sha256}")
+        _check_fetched(fetched, url, sha256)
         staging = work_dir / "unpacked"
         safe_extract(archive, staging)
         root = find_layout_root(staging)
@@ -168,6 +185,37 @@ def download(dest: Path = DEFAULT_DEST, url: str = DEFAULT_URL, sha256: str | No
             shutil.move(str(item), str(target))
     return {"dest": str(dest), "status": "downloaded", "files": len(needed), "bytes": fetched["bytes"],
             "sha256": fetched["sha256"], "url": url}
+
+
+def download_file(dest: Path, url: str = WIKI1M_URL, sha256: str | None = None, force: bool = False,
+                  fetcher: Callable[[str, Path], dict] | None = None, progress: bool = True) -> dict:
+    """Download one file (the wiki1m corpus) to ``dest``: streamed into a partial file beside it, size
+    and digest checked, then renamed, so ``dest`` is either absent or complete."""
+    dest = Path(dest).expanduser()
+    if dest.is_dir():
+        raise IsADirectoryError(21, "Is a directory (--dest must name a file)", str(dest))
+    if not force and dest.is_file() and dest.stat().st_size > 0:
+        return {"dest": str(dest), "status": "already there", "bytes": dest.stat().st_size}
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    partial = dest.with_name(f".{dest.name}.{os.getpid()}.part")
+    try:
+        fetched = (fetcher or (lambda u, t: fetch(u, t, progress=progress)))(url, partial)
+        _check_fetched(fetched, url, sha256)
+        if fetched["bytes"] == 0:
+            raise DownloadError(f"{url}: the server sent an empty file")
+        os.replace(partial, dest)
+    finally:
+        partial.unlink(missing_ok=True)
+    return {"dest": str(dest), "status": "downloaded", "bytes": fetched["bytes"], "sha256": fetched["sha256"],
+            "url": url}
+
+
+def _check_fetched(fetched: dict, url: str, sha256: str | None) -> None:
+    if fetched.get("expected_bytes") is not None and fetched["bytes"] != fetched["expected_bytes"]:
+        raise DownloadError(f"{url}: got {counted(fetched['bytes'], 'byte')}, the server announced "
+                            f"{fetched['expected_bytes']} (interrupted download?); run the command again")
+    if sha256 and fetched["sha256"].lower() != sha256.lower():
+        raise DownloadError(f"{url}: sha256 {fetched['sha256']} does not match the expected {sha256}")
 
 
 def check(data_dir: Path) -> dict[str, list[str]]:

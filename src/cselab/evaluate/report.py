@@ -28,6 +28,9 @@ def to_json(results: list[dict]) -> str:
     return json.dumps(_clean(payload), indent=2)
 
 
+PROTOCOL_NAMES = {"sklearn": "scikit-learn LogisticRegression", "senteval": "SentEval's PyTorch classifier"}
+
+
 def _number(value) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.2f}"
 
@@ -67,7 +70,9 @@ def markdown(results: list[dict]) -> str:
     transfer = [n for n in TRANSFER_TASKS if any(n in r["tasks"] for r in results)]
     if transfer:
         what = "test accuracy" if split == "test" else "validation accuracy (SentEval's devacc)"
-        lines += [f"Transfer tasks: logistic-regression probe {what}, mode {first['transfer_mode']}.", ""]
+        protocol = first.get("transfer_protocol", "sklearn")  # results written before the option: sklearn
+        lines += [f"Transfer tasks: logistic-regression probe {what}, protocol {protocol} "
+                  f"({PROTOCOL_NAMES.get(protocol, protocol)}), mode {first['transfer_mode']}.", ""]
         rows = [[_model_cell(r)] + [_number(r["tasks"].get(n, {}).get("score")) for n in transfer]
                 + [_number(r["transfer_avg"])] for r in results]
         lines += _table(["Model (pooler)"] + [_label(n, split) for n in transfer] + ["Avg."], rows) + [""]

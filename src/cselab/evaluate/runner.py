@@ -21,14 +21,16 @@ def _mean(values: list[float]) -> float | None:
 
 def evaluate(model: LoadedModel | Encoder, data_dir: str | Path, tasks: str | list[str] = "sts", split: str = "test",
              transfer_mode: str = "test", cache_dir: Path | None = None, seed: int = 1111,
-             progress: bool = True, on_task_done: Callable[[str, dict], None] | None = None) -> dict:
+             progress: bool = True, on_task_done: Callable[[str, dict], None] | None = None,
+             transfer_protocol: str = "sklearn") -> dict:
     """Scores of ``model`` on the named tasks/groups; ``avg`` is the mean of the STS tasks' headline numbers.
 
     ``model`` is a :class:`LoadedModel` (cache keyed by its weights) or anything with
-    ``encode(list[str]) -> ndarray`` (no disk cache: it cannot be fingerprinted).
+    ``encode(list[str]) -> ndarray`` (no disk cache: it cannot be fingerprinted). ``transfer_protocol``:
+    ``sklearn`` (scikit-learn's logistic regression) or ``senteval`` (SentEval's PyTorch classifier).
     """
     data_dir = Path(data_dir).expanduser()  # "~/.cache/cselab/senteval" from Python, as on the command line
-    settings = ProbeSettings(mode=transfer_mode, seed=seed)
+    settings = ProbeSettings(mode=transfer_mode, seed=seed, protocol=transfer_protocol)
     names = task_registry.resolve(tasks, split)
     built = task_registry.build(names, data_dir, split, settings)
     if isinstance(model, LoadedModel):
@@ -55,7 +57,7 @@ def evaluate(model: LoadedModel | Encoder, data_dir: str | Path, tasks: str | li
         if on_task_done is not None:
             on_task_done(task.name, results[task.name])
     return {**description, "data_dir": str(data_dir.resolve()), "split": split, "transfer_mode": transfer_mode,
-            "seed": seed, "tasks": results, **averages(results, names),
+            "transfer_protocol": transfer_protocol, "seed": seed, "tasks": results, **averages(results, names),
             "embedding_stats": dict(store.stats), "cache_dir": str(store.folder) if store.folder else None,
             "seconds": seconds, "cselab_version": __import__("cselab").__version__,
             "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}

@@ -263,7 +263,8 @@ class TREC(_Base):
         return {"score": result["acc"], **result}
 
 
-@TASKS.register("MRPC", "MRPC paraphrase, features [u, v, |u-v|, u*v]: C by CV on train, test (dev split: CV accuracy)")
+@TASKS.register("MRPC", "MRPC paraphrase, features [u, v, |u-v|, u*v] (senteval protocol: [|u-v|, u*v]): "
+                        "C by CV on train, test (dev split: CV accuracy)")
 class MRPC(_Base):
     name = "MRPC"
     group = "transfer"
@@ -278,7 +279,7 @@ class MRPC(_Base):
         return _unique(*(part.left + part.right for part in self.data()))
 
     def features(self, pairs: formats.LabelledPairs, lookup: Lookup) -> np.ndarray:
-        return pair_features(lookup(pairs.left), lookup(pairs.right))
+        return pair_features(lookup(pairs.left), lookup(pairs.right), self.settings.protocol)
 
     def score(self, lookup: Lookup) -> dict:
         parts = self.data()

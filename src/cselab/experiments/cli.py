@@ -5,6 +5,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from cselab.errors import counted
+
 
 def _add_sweep(sub) -> None:
     p = sub.add_parser("sweep", help="train and evaluate recipes x seeds (resumable)",
@@ -27,6 +29,9 @@ def _add_sweep(sub) -> None:
     p.add_argument("--transfer-mode", choices=["test", "fast"], default="test",
                    help="transfer probes: test = SentEval's protocol, fast = fewer folds and C values, "
                         "SST-2 trained on 10,000 phrases")
+    p.add_argument("--transfer-protocol", choices=["sklearn", "senteval"], default="sklearn",
+                   help="transfer classifier: sklearn = scikit-learn logistic regression (fast), senteval = "
+                        "SentEval's PyTorch logistic regression with its settings (what the papers report)")
     p.add_argument("--no-eval", action="store_true", help="train only")
     p.add_argument("--dry-run", action="store_true", help="show what would be trained and evaluated, then exit")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -47,7 +52,8 @@ def sweep_settings(args):
         data_dir = find_senteval_dir(None)
     return SweepSettings(recipes=parse_recipes(args.recipes), seeds=parse_seeds(args.seeds), out=Path(args.out),
                          overrides=overrides, evaluate=not args.no_eval, eval_split=args.eval_split, tasks=args.tasks,
-                         data_dir=data_dir, transfer_mode=args.transfer_mode, progress=not args.quiet)
+                         data_dir=data_dir, transfer_mode=args.transfer_mode,
+                         transfer_protocol=args.transfer_protocol, progress=not args.quiet)
 
 
 def _run_sweep(args) -> int:
@@ -64,7 +70,7 @@ def _run_sweep(args) -> int:
         print(f"cselab sweep: {exc}", file=sys.stderr)
         return 3
     done = sum(1 for r in data["runs"] if r["finished"])
-    print(f"{done}/{len(data['runs'])} runs finished; aggregate -> {Path(args.out) / SWEEP_FILE}; "
+    print(f"{done}/{counted(len(data['runs']), 'run')} finished; aggregate -> {Path(args.out) / SWEEP_FILE}; "
           f"report: cselab report {args.out}")
     return 0
 
@@ -110,7 +116,8 @@ def _run_report(args) -> int:
         from cselab.experiments.tensorboard import write_events
 
         counts = write_events(find_runs(args.runs), args.tensorboard)
-        print(f"TensorBoard: {sum(counts.values())} scalars of {len(counts)} runs -> {args.tensorboard} "
+        print(f"TensorBoard: {counted(sum(counts.values()), 'scalar')} of {counted(len(counts), 'run')} "
+              f"-> {args.tensorboard} "
               f"(tensorboard --logdir {args.tensorboard})")
     return 0
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from cselab.errors import counted
 from cselab.experiments.runs import Run
 from cselab.experiments.stats import Cell, Column, ReferenceRow, Table, mark_best, number, recipe_order
 
@@ -149,7 +150,7 @@ def gap_sentence(gap: list[float]) -> str:
     if len(gap) == 1:
         return f"final minus in-training was {gap[0]:+.2f} (1 run)"
     return (f"final minus in-training was {np.mean(gap):+.2f} on average "
-            f"({min(gap):+.2f} to {max(gap):+.2f} over {len(gap)} runs)")
+            f"({min(gap):+.2f} to {max(gap):+.2f} over {counted(len(gap), 'run')})")
 
 
 def final_note(runs: list[Run]) -> str | None:

@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cselab.errors import counted
 from cselab.experiments import ExperimentError
 from cselab.experiments.dev_figures import STSB, add_base_rows, dev_figure, dev_table, training_precision
 from cselab.experiments.plots import Plot, all_plots
@@ -221,7 +222,7 @@ def versions_block(runs: list[Run]) -> TableBlock:
 
 
 def intro_lines(runs: list[Run], recipes: list[str], chosen: str | None) -> list[str]:
-    intro = [f"{len(runs)} runs: "
+    intro = [f"{counted(len(runs), 'run')}: "
              + ", ".join(f"{recipe} (seeds {', '.join(str(r.seed) for r in runs if r.recipe == recipe)})"
                          for recipe in recipes) + ".",
              f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "

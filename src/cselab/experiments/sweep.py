@@ -35,6 +35,7 @@ class SweepSettings:
     tasks: str = "all"
     data_dir: Path | None = None
     transfer_mode: str = "test"
+    transfer_protocol: str = "sklearn"  # or "senteval": SentEval's PyTorch logistic regression
     progress: bool = True
 
 
@@ -125,7 +126,8 @@ def eval_task_names(settings: SweepSettings) -> list[str]:
                               "~/.cache/cselab/senteval); pass --data-dir, run `cselab data download`, "
                               "or skip evaluation with --no-eval")
     names = tasks.resolve(settings.tasks, settings.eval_split)
-    tasks.build(names, Path(settings.data_dir), settings.eval_split, ProbeSettings(settings.transfer_mode))
+    probe = ProbeSettings(settings.transfer_mode, protocol=settings.transfer_protocol)
+    tasks.build(names, Path(settings.data_dir), settings.eval_split, probe)
     return names
 
 
@@ -173,7 +175,8 @@ def model_fingerprint(path: Path) -> str:
 def eval_identity(job: Job, settings: SweepSettings, names: list[str]) -> dict:
     """What an evaluation result depends on; a stored result with another identity is redone."""
     return {"weights": model_fingerprint(job.path), "tasks": names, "split": settings.eval_split,
-            "transfer_mode": settings.transfer_mode, "data_dir": str(Path(settings.data_dir).resolve())}
+            "transfer_mode": settings.transfer_mode, "transfer_protocol": settings.transfer_protocol,
+            "data_dir": str(Path(settings.data_dir).resolve())}
 
 
 def stored_evaluation(job: Job, settings: SweepSettings, names: list[str]) -> tuple[dict | None, list[str]]:
@@ -230,7 +233,7 @@ def default_evaluator(job: Job, settings: SweepSettings, names: list[str]) -> di
     model = load_model(str(job.path))
     model.show_progress = settings.progress
     return evaluate(model, settings.data_dir, names, split=settings.eval_split, transfer_mode=settings.transfer_mode,
-                    cache_dir=None, progress=settings.progress)
+                    cache_dir=None, progress=settings.progress, transfer_protocol=settings.transfer_protocol)
 
 
 def run_job(job: Job, settings: SweepSettings, names: list[str] | None,
@@ -302,7 +305,7 @@ def aggregate(settings: SweepSettings, outcomes: list[Outcome], seconds: float) 
                   "seeds": settings.seeds, "overrides": settings.overrides, "evaluate": settings.evaluate,
                   "tasks": settings.tasks if settings.evaluate else None,
                   "data_dir": str(settings.data_dir) if settings.data_dir else None,
-                  "transfer_mode": settings.transfer_mode,
+                  "transfer_mode": settings.transfer_mode, "transfer_protocol": settings.transfer_protocol,
                   "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "seconds": round(seconds, 1),
                   "did": {o.job.name: {"training": o.training, "evaluation": o.evaluation} for o in outcomes}}
     return {"out": str(out), "eval_split": split, "last_invocation": invocation, "runs": entries,

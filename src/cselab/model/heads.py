@@ -27,9 +27,31 @@ def clear_mlp(hidden_size: int, output_size: int | None = None) -> nn.Module:
                          nn.Linear(hidden_size, output_size or hidden_size))
 
 
-@HEADS.register("bn_mlp", "DiffCSE/AugCSE projection: Linear-BN-ReLU-Linear-BN (2 layers, batch norm)")
+@HEADS.register("bn_mlp", "2-layer batch-norm MLP, hidden width h: Linear-BN-ReLU-Linear-BN (diffcse_mlp is 2h wide)")
 def bn_mlp(hidden_size: int, output_size: int | None = None) -> nn.Module:
-    """Chuang et al. 2022 (DiffCSE), used by AugCSE: bias-free linears, the last batch norm without affine."""
-    out = output_size or hidden_size
-    return nn.Sequential(nn.Linear(hidden_size, hidden_size, bias=False), nn.BatchNorm1d(hidden_size), nn.ReLU(),
-                         nn.Linear(hidden_size, out, bias=False), nn.BatchNorm1d(out, affine=False))
+    """DiffCSE's layout at hidden width h (half of DiffCSE's): a cheaper variant, kept for older runs."""
+    return _batch_norm_mlp(hidden_size, hidden_size, output_size or hidden_size)
+
+
+@HEADS.register("diffcse_mlp", "DiffCSE/AugCSE projection: Linear(h,2h)-BN-ReLU-Linear(2h,h)-BN, bias-free")
+def diffcse_mlp(hidden_size: int, output_size: int | None = None) -> nn.Module:
+    """Chuang et al. 2022 (DiffCSE) ``ProjectionMLP``, which AugCSE (Tang et al. 2022, sec. 4.3) trains
+    with: bias-free Linear(h, 2h) -> BatchNorm1d(2h) -> ReLU -> bias-free Linear(2h, h) ->
+    BatchNorm1d(h) without affine parameters (the layer sizes and flags are DiffCSE's public model
+    code, which the AugCSE authors reuse; the paper says only "2-layer projection with batch norm").
+
+    Batch norm: the training step calls the head once on all rows of the step (anchors, positives
+    and label views together, ``train/steps.py:StepForward.embed``), as DiffCSE/AugCSE do on
+    their flattened (batch x views) tensor, so every view is normalised with the same statistics.
+    Under GradCache (``optim.grad_cache_chunk``) each chunk gets its own statistics instead, and
+    the running averages are updated twice per step (cache pass and replay): use the plain step.
+    The head is training-only: ``SentenceEncoder.save`` writes the encoder, never the head, so
+    the saved sentence-transformers model is the [CLS] encoder, as the paper evaluates it.
+    """
+    return _batch_norm_mlp(hidden_size, 2 * hidden_size, output_size or hidden_size)
+
+
+def _batch_norm_mlp(in_size: int, hidden: int, out: int) -> nn.Module:
+    # Bias-free linears: a bias right before batch norm is cancelled by its mean subtraction.
+    return nn.Sequential(nn.Linear(in_size, hidden, bias=False), nn.BatchNorm1d(hidden), nn.ReLU(),
+                         nn.Linear(hidden, out, bias=False), nn.BatchNorm1d(out, affine=False))

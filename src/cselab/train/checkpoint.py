@@ -32,6 +32,8 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, load_model, save_file
 
+from cselab.errors import counted
+
 log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
 FILES = ("encoder.safetensors", "heads.safetensors", "optimizer.safetensors", "rng.safetensors", "state.json")
@@ -341,6 +343,7 @@ def _rank_rng(tensors: dict[str, torch.Tensor], state: dict, rank: int) -> tuple
         return {k: v for k, v in tensors.items() if not k.startswith("rank")}, state["rng"]
     metas = state.get("rng_ranks", [])
     if rank >= len(metas):
-        raise KeyError(f"no RNG state of process {rank}: it was saved by {max(1, len(metas))} process(es)")
+        saved_by = counted(max(1, len(metas)), "process", "processes")
+        raise KeyError(f"no RNG state of process {rank}: it was saved by {saved_by}")
     prefix = f"rank{rank}."
     return {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}, metas[rank]

@@ -161,8 +161,12 @@ def plan_steps(corpus, config: Config, processes: int = 1) -> StepPlan:
     lengths = None
     if grouping > 1:
         lengths = corpus.approximate_lengths() if hasattr(corpus, "approximate_lengths") else [len(s) for s in corpus]
-    return StepPlan(len(corpus), config.optim.batch_size * processes, config.optim.epochs, config.train.seed,
+    plan = StepPlan(len(corpus), config.optim.batch_size * processes, config.optim.epochs, config.train.seed,
                     config.optim.max_steps, lengths=lengths, length_grouping=grouping, drop_last=processes > 1)
+    if not plan.steps_per_epoch:  # only with several processes (whole global batches) on a tiny corpus
+        raise ConfigError(f"data.corpus: {len(corpus)} sentences do not fill one global batch of "
+                          f"{config.optim.batch_size} x {processes} processes; lower optim.batch_size")
+    return plan
 
 
 def make_loader(parts: RunParts, config: Config, start_step: int, rank: int, processes: int,

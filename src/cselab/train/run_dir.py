@@ -65,7 +65,7 @@ def open_run(process, config: Config, resume: bool) -> Iterator[Path | None]:
     checkpoint removes the directory if it created it.
     """
     out_dir = process.out_dir
-    created = process.main and not out_dir.exists()
+    created = _first_missing(out_dir) if process.main else None
     try:
         with output_lock(out_dir) if process.main else contextlib.nullcontext():
             latest = _open_run(out_dir, config, resume) if process.main else None
@@ -74,9 +74,19 @@ def open_run(process, config: Config, resume: bool) -> Iterator[Path | None]:
                 latest = ckpt.latest_valid_checkpoint(out_dir / "checkpoints")
             yield latest
     except BaseException:
-        if created and not ckpt.list_checkpoints(out_dir / "checkpoints"):
-            shutil.rmtree(out_dir, ignore_errors=True)
+        if created is not None and not ckpt.list_checkpoints(out_dir / "checkpoints"):
+            shutil.rmtree(created, ignore_errors=True)
         raise
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost directory of ``path`` that does not exist yet (what a failed run must remove)."""
+    missing = None
+    for candidate in (path.absolute(), *path.absolute().parents):
+        if candidate.exists():
+            break
+        missing = candidate
+    return missing
 
 
 @contextlib.contextmanager

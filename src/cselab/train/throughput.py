@@ -55,7 +55,13 @@ def matmul_peak_flops(dtype: torch.dtype = torch.bfloat16, seconds: float = 1.0,
     size = size if device == "cpu" else max(size, 8192)  # a GPU needs large matmuls to approach its peak
     a = torch.randn(size, size, generator=generator).to(device=device, dtype=dtype)
     b = torch.randn(size, size, generator=generator).to(device=device, dtype=dtype)
-    for _ in range(3):  # warm up kernels and caches
+    start = time.perf_counter()
+    a @ b
+    if device == "cpu" and size > 128 and time.perf_counter() - start > seconds / windows:
+        # A slow kernel (fp16, or bf16 without native support, on a CPU: seconds per matmul) would
+        # stretch the probe far past its budget: probe a smaller square instead.
+        return matmul_peak_flops(dtype, seconds, size // 4, device, windows)
+    for _ in range(2):  # warm up kernels and caches
         a @ b
     best, window = 0.0, seconds / windows
     for _ in range(windows):

@@ -1,0 +1,228 @@
+"""The four AugCSE 16-set augmentations that NL-Augmenter/nlpaug implement with a model or a data file.
+
+Tang et al. (AACL 2022), Table 3. NL-Augmenter's versions need things this toolkit does not ship
+(a spaCy NER pass plus a city-population file, the ``webcolors`` list, nlpaug, the Styleformer T5
+model); each class below implements the rule the transformation describes, offline, with a small
+built-in lexicon, and says where it departs. Our own code, written from those descriptions.
+
+=================================== ================================== ====================
+registry name                       AugCSE / NL-Augmenter name         tag (Table 3)
+=================================== ================================== ====================
+``city_names_transformation``       CityNamesTransformation            altering
+``color_transformation``            ColorTransformation                possibly-altering
+``random_word_augmentation``        RandomWordAugmentation (nlpaug)    possibly-altering
+``casual2formal``                   Casual2Formal                      meaning-preserving
+=================================== ================================== ====================
+
+Randomness comes from ``sentence_seed(seed, sentence)`` (``SentenceAugmenter``), so one (seed,
+sentence) gives one output in any batch; sentences a rule cannot touch come back byte-identical.
+"""
+from __future__ import annotations
+
+import random
+import re
+
+from cselab.augment.augcse import _CONTRACTIONS, _INVERTED_SUBJECT, _phrase_pattern
+from cselab.augment.base import SentenceAugmenter, TokenAugmenter, check_positive_int, check_ratio, register_augmenter
+from cselab.augment.tokenize import is_word, match_case
+
+
+def _alternation(words) -> str:
+    """A regex alternation, longest first, so "New York City" wins over "New York"."""
+    return "|".join(_phrase_pattern(w) for w in sorted(words, key=len, reverse=True))
+
+
+# =========================================================================== city names
+# NL-Augmenter swaps a populous city (found by spaCy NER, GPE/LOC) for a random small one from a
+# population file. Without NER we match a fixed list of large cities, case-sensitively (a city
+# name is capitalised; "nice" and "reading" are not in the list anyway).
+_POPULOUS_CITIES = (
+    "Tokyo", "Delhi", "New Delhi", "Shanghai", "Beijing", "Mumbai", "Cairo", "Dhaka", "Mexico City", "Osaka",
+    "Karachi", "Istanbul", "Buenos Aires", "Kolkata", "Lagos", "Manila", "Rio de Janeiro", "Sao Paulo",
+    "São Paulo", "Moscow", "Paris", "London", "New York", "New York City", "Los Angeles", "Chicago", "Houston",
+    "Philadelphia", "San Francisco", "Boston", "Toronto", "Madrid", "Barcelona", "Berlin",
+    "Rome", "Milan", "Bangkok", "Jakarta", "Seoul", "Singapore", "Hong Kong", "Sydney", "Melbourne", "Dubai",
+    "Tehran", "Baghdad", "Lima", "Bogota", "Santiago", "Johannesburg", "Nairobi", "Vienna", "Amsterdam",
+    "Munich", "Athens", "Lisbon", "Dublin", "Chennai", "Bangalore", "Hyderabad", "Montreal", "Vancouver",
+)
+# Smaller, less known cities on several continents: the replacements.
+_SCARCE_CITIES = (
+    "Ouagadougou", "Tromsø", "Kalamata", "Bozeman", "Nakuru", "Goroka", "Tórshavn", "Jyväskylä", "Arequipa",
+    "Chiclayo", "Bendigo", "Timaru", "Kutaisi", "Vinnytsia", "Brno", "Košice", "Gdynia", "Tartu",
+    "Daugavpils", "Trondheim", "Aarhus", "Ghent", "Leiden", "Freiburg", "Perugia", "Coimbra", "Salamanca",
+    "Oaxaca", "Cusco", "Mendoza", "Ushuaia", "Valdivia", "Pasto", "Cuenca", "Mbale", "Kisumu", "Mwanza",
+    "Tamale", "Bobo-Dioulasso", "Sfax", "Oujda", "Tabriz", "Shiraz", "Erzurum", "Irkutsk",
+    "Kochi", "Mysore", "Jaffna", "Sylhet", "Pokhara", "Luang Prabang", "Hue", "Iloilo", "Kupang", "Matsue",
+    "Gyeongju", "Lanzhou", "Dunedin", "Hobart", "Whitehorse", "Moncton", "Duluth", "Flagstaff", "Missoula",
+)
+_CITY_RE = re.compile(r"(?<![\w-])(?:" + _alternation(_POPULOUS_CITIES) + r")(?![\w-])")
+
+
+@register_augmenter
+class CityNamesTransformation(SentenceAugmenter):
+    """Replace each well-known city ("Paris", "New York") by a random small city ("Tartu").
+
+    Departure from NL-Augmenter: no NER, so a city name used as something else ("Paris Hilton",
+    "Washington said") is also replaced; the city lists are short built-in ones, not a data file.
+    """
+
+    name = "city_names_transformation"
+    tag = "altering"
+    description = "replace well-known city names by random small cities (Paris -> Tartu)"
+
+    def augment_one(self, sentence: str, rng: random.Random) -> str:
+        if _CITY_RE.search(sentence) is None:
+            return sentence
+        return _CITY_RE.sub(lambda m: rng.choice(_SCARCE_CITIES), sentence)
+
+
+# =========================================================================== colours
+# NL-Augmenter draws replacements from webcolors' CSS names; we use common English colour words,
+# which are what a sentence contains and what a replacement should read like.
+_COLORS = ("red", "orange", "yellow", "green", "blue", "purple", "violet", "pink", "brown", "black", "white",
+           "gray", "grey", "beige", "turquoise", "crimson", "scarlet", "maroon", "navy", "teal", "indigo",
+           "magenta", "cyan", "gold", "silver", "ivory", "lavender", "olive", "tan", "khaki")
+_COLOR_RE = re.compile(r"(?<![\w'’-])(?:" + _alternation(_COLORS) + r")(?![\w'’-])", re.IGNORECASE)
+
+
+_TITLE_BEFORE = re.compile(r"\b(?:Mr|Mrs|Ms|Dr|St|Prof)\.$")
+
+
+def _is_name(match: re.Match) -> bool:
+    """A capitalised colour inside a sentence is a name ("Mr. Brown", "the White House"), kept."""
+    text, start = match.group(0), match.start()
+    if not text[:1].isupper() or text.isupper():
+        return False
+    before = match.string[:start].rstrip(" \t\"'“‘(")
+    if _TITLE_BEFORE.search(before):  # "Mr. Brown": the full stop ends a title, not a sentence
+        return True
+    return bool(before) and before[-1] not in ".!?:"
+
+
+@register_augmenter
+class ColorTransformation(SentenceAugmenter):
+    """Replace each colour word by a different random colour ("a red car" -> "a teal car").
+
+    Capitalised colours inside a sentence are read as names and kept. Departure: no webcolors
+    list (CSS names such as "papayawhip" read oddly); every colour word is a candidate, so the
+    odd non-colour use ("orange juice", "gold medal") changes too, as in NL-Augmenter.
+    """
+
+    name = "color_transformation"
+    tag = "possibly-altering"
+    description = "replace colour words by other random colours (red car -> teal car)"
+
+    def augment_one(self, sentence: str, rng: random.Random) -> str:
+        if _COLOR_RE.search(sentence) is None:
+            return sentence
+
+        def swap(match: re.Match) -> str:
+            if _is_name(match):
+                return match.group(0)
+            old = match.group(0).lower()
+            same = {old, "gray", "grey"} if old in {"gray", "grey"} else {old}
+            return match_case(rng.choice([c for c in _COLORS if c not in same]), match.group(0))
+
+        return _COLOR_RE.sub(swap, sentence)
+
+
+# =========================================================================== nlpaug random word
+@register_augmenter
+class RandomWordAugmentation(TokenAugmenter):
+    """nlpaug's RandomWordAug as the AugCSE authors wrap it: per sentence one action drawn
+    uniformly from swap / delete / crop, acting on k = min(aug_max, max(1, int(aug_p * n))) words.
+
+    swap: k distinct neighbouring word pairs trade places;
+    delete: k random words removed; crop: one run of k consecutive words removed. Punctuation
+    tokens are never chosen and always kept (nlpaug skips them as well); at least one word stays.
+    The same rule as nlpaug's, written here (nlpaug is not a dependency).
+    """
+
+    name = "random_word_augmentation"
+    tag = "possibly-altering"
+    description = "nlpaug RandomWordAug: one of swap/delete/crop on 15% of the words (max 30)"
+    actions = ("swap", "delete", "crop")
+
+    def __init__(self, aug_p: float = 0.15, aug_max: int = 30):
+        super().__init__()
+        self.aug_p = check_ratio(self.name, "aug_p", aug_p)
+        self.aug_max = check_positive_int(self.name, "aug_max", aug_max, minimum=1)
+
+    def augment_tokens(self, tokens, rng):
+        words = [i for i, t in enumerate(tokens) if is_word(t)]
+        if len(words) < 2:  # nothing to swap, and deleting the only word leaves no sentence
+            return None
+        action = rng.choice(self.actions)
+        k = min(self.aug_max, max(1, int(self.aug_p * len(words))))
+        if action == "swap":
+            out = list(tokens)
+            # k distinct neighbour pairs: swapping one pair twice would undo the change
+            for w in rng.sample(range(len(words) - 1), min(k, len(words) - 1)):
+                i, j = words[w], words[w + 1]
+                out[i], out[j] = out[j], out[i]
+            return out
+        k = min(k, len(words) - 1)
+        if action == "delete":
+            gone = {words[w] for w in rng.sample(range(len(words)), k)}
+        else:
+            start = rng.randrange(len(words) - k + 1)
+            gone = set(words[start:start + k])
+        return [t for i, t in enumerate(tokens) if i not in gone]
+
+
+# =========================================================================== casual -> formal
+# NL-Augmenter's Casual2Formal is Styleformer (a T5 model), not installable here. The rule below
+# does what formal register asks of a sentence without a model: informal words by their formal
+# equivalents, contractions written out, a lower-case "i" capitalised.
+_FORMAL = {
+    "gonna": "going to", "wanna": "want to", "gotta": "have to", "kinda": "somewhat", "sorta": "somewhat",
+    "dunno": "do not know", "lemme": "let me", "gimme": "give me", "cuz": "because", "'cause": "because",
+    "coz": "because", "yeah": "yes", "yep": "yes", "yup": "yes", "nope": "no", "ok": "all right",
+    "okay": "all right", "thx": "thank you", "thanks": "thank you", "pls": "please", "plz": "please",
+    "y'all": "you all", "kids": "children", "kid": "child", "guys": "people",
+    "folks": "people", "mom": "mother", "dad": "father", "moms": "mothers", "dads": "fathers", "buddy": "friend",
+    "buddies": "friends", "awesome": "excellent", "cops": "police officers", "cop": "police officer",
+    "tons of": "a great many", "a bunch of": "a number of", "pretty much": "almost",
+    "anyways": "anyway", "nowadays": "currently", "totally": "completely", "tv": "television",
+    "info": "information", "photo": "photograph", "photos": "photographs", "bike": "bicycle", "bikes": "bicycles",
+}
+# Expansions only, and not "'s"/"'d" (possessive "John's" and "'d" = had/would are ambiguous).
+_EXPAND = {k: v for k, v in _CONTRACTIONS.items() if not k.endswith(("'s", "'d"))}
+_CASUAL = {**_FORMAL, **_EXPAND}
+# "i" but not "i.e."; no word may continue past the match.
+_CASUAL_RE = re.compile(r"(?<![\w'’])(?:" + _alternation(_CASUAL) + r"|i)(?![\w'’]|\.\w)", re.IGNORECASE)
+
+
+def _formal_case(new: str, old: str) -> str:
+    """Title case carries over; an upper-case abbreviation ("OK", "TV") does not make "ALL RIGHT"."""
+    if old.isupper() and len(old) <= 3:
+        return new
+    return match_case(new, old)
+
+
+@register_augmenter
+class Casual2Formal(SentenceAugmenter):
+    """Rewrite casual English formally by rule: "gonna" -> "going to", "kids" -> "children",
+    "don't" -> "do not", "i" -> "I". Deterministic (the same input always gives the same
+    output); the seed is unused. An inverted negation ("Don't you") is kept, as expanding it is
+    not English. Departure: Styleformer rewrites whole sentences; this changes only listed words.
+    """
+
+    name = "casual2formal"
+    tag = "meaning-preserving"
+    description = "casual to formal register by rule (gonna -> going to, kids -> children, don't -> do not)"
+
+    def augment_one(self, sentence: str, rng: random.Random) -> str:
+        if _CASUAL_RE.search(sentence) is None:
+            return sentence
+
+        def formal(match: re.Match) -> str:
+            text = match.group(0)
+            key = re.sub(r"\s+", " ", text.lower().replace("’", "'"))
+            if key == "i":
+                return "I"
+            if key in _EXPAND and key.endswith("n't") and _INVERTED_SUBJECT.match(match.string[match.end():]):
+                return text
+            return _formal_case(_CASUAL[key], text)
+
+        return _CASUAL_RE.sub(formal, sentence)

@@ -1,0 +1,130 @@
+"""The four AugCSE 16-set rules of augcse_rules.py, the subsets as recipes list them, the DiffCSE head."""
+from __future__ import annotations
+
+import pytest
+import torch
+import yaml
+from torch import nn
+
+from cselab.augment import AUGMENTERS, build_augmenter, changed_flags, load_all
+from cselab.augment.augcse import AUGCSE_SUBSETS, AUGCSE_SUBSETS_TABLE3, AUGCSE_TABLE3
+from cselab.config import RECIPE_DIR
+from cselab.model.heads import build_head
+
+load_all()
+
+NEW = ["city_names_transformation", "color_transformation", "random_word_augmentation", "casual2formal"]
+TYPICAL = {
+    "city_names_transformation": "We drove from Boston to Chicago in two days.",
+    "color_transformation": "She wore a red dress and white shoes.",
+    "random_word_augmentation": "The quick brown fox jumps over the lazy dog near the old river bank.",
+    "casual2formal": "i dunno if we're gonna make it, guys.",
+}
+
+
+def one(name: str, sentence: str, seed: int = 0) -> str:
+    return build_augmenter(name).augment([sentence], seed)[0]
+
+
+@pytest.mark.parametrize("name", NEW)
+def test_registered_with_table3_tag_and_description(name):
+    table = {registry: tag for registry, tag in AUGCSE_TABLE3.values() if registry}
+    factory = AUGMENTERS.get(name)
+    assert factory.tag == table[name] and AUGMENTERS.describe(name)
+
+
+@pytest.mark.parametrize("name", NEW)
+def test_changes_a_typical_sentence_deterministically(name):
+    batch = [TYPICAL[name], "Nothing to see.", TYPICAL["random_word_augmentation"]]
+    a = build_augmenter(name)
+    out = a.augment(batch, seed=5)
+    assert out[0] != batch[0]
+    assert out == a.augment(batch, seed=5)
+    assert a.augment(batch[::-1], seed=5) == out[::-1]  # per sentence, not per batch position
+
+
+@pytest.mark.parametrize("name", NEW)
+def test_unchanged_where_no_rule_applies(name):
+    sentences = ["", "   ", "Hello", "!!!", "The report was filed on time."]
+    if name == "random_word_augmentation":
+        sentences = sentences[:4]  # any sentence of two or more words is a site for it
+    out = build_augmenter(name).augment(sentences, seed=0)
+    assert out == sentences and changed_flags(sentences, out) == [False] * len(sentences)
+
+
+def test_city_names_replaced_by_listed_small_cities():
+    outs = {one("city_names_transformation", "I moved from Paris to New York City.", seed) for seed in range(6)}
+    assert len(outs) > 1
+    for out in outs:
+        assert out.startswith("I moved from ") and "Paris" not in out and "New York" not in out and "City" not in out
+
+
+def test_color_changes_colours_and_keeps_names():
+    out = one("color_transformation", "Mr. Brown painted the red door at the White House.")
+    assert out.startswith("Mr. Brown painted the ") and out.endswith(" door at the White House.")
+    assert " red " not in out
+    assert one("color_transformation", "Blue is calm.", 1).split()[0].istitle()
+
+
+def test_random_word_augmentation_uses_all_three_actions():
+    sentence = TYPICAL["random_word_augmentation"]
+    words = sentence.rstrip(".").split()
+    kinds = set()
+    for seed in range(40):
+        out = one("random_word_augmentation", sentence, seed).rstrip(".").split()
+        assert out != words and out
+        if len(out) == len(words):
+            kinds.add("swap")
+            assert sorted(out) == sorted(words)
+        elif " ".join(out) in " ".join(words):
+            kinds.add("crop")  # one contiguous run removed
+        else:
+            kinds.add("delete")
+            assert all(w in words for w in out)
+    assert kinds == {"swap", "delete", "crop"}
+
+
+@pytest.mark.parametrize("sentence, expected", [
+    ("i dunno if we're gonna make it, guys.", "I do not know if we are going to make it, people."),
+    ("The kids can't come, OK?", "The children cannot come, all right?"),
+    ("Don't you love it? It isn't bad.", "Don't you love it? It is not bad."),
+    ("John's dog, i.e. Rex, ran.", "John's dog, i.e. Rex, ran."),
+])
+def test_casual2formal(sentence, expected):
+    assert one("casual2formal", sentence) == expected
+
+
+def test_subsets_are_table3_names_nested_and_complete():
+    assert sorted(AUGCSE_SUBSETS_TABLE3) == [4, 8, 12, 16]
+    previous: set[str] = set()
+    for size, names in AUGCSE_SUBSETS_TABLE3.items():
+        assert len(set(names)) == size and previous <= set(names)
+        assert all(name in AUGCSE_TABLE3 for name in names)
+        assert AUGCSE_SUBSETS[size] == [AUGCSE_TABLE3[n][0] for n in names]
+        assert all(AUGCSE_TABLE3[n][0] in AUGMENTERS for n in names)  # every 16-set entry implemented
+        previous = set(names)
+    assert set(AUGCSE_SUBSETS_TABLE3[16]) - set(AUGCSE_SUBSETS_TABLE3[12]) == {
+        "ColorTransformation", "RandomWordAugmentation", "GenderSwap", "NumericToWord"}
+
+
+@pytest.mark.parametrize("size, recipe", [(4, "augcse-4"), (8, "augcse-8"), (12, "augcse"), (16, "augcse-16")])
+def test_recipes_list_the_subset_with_the_authors_schedule(size, recipe):
+    data = yaml.safe_load((RECIPE_DIR / f"{recipe}.yaml").read_text())
+    assert data["views"]["label"] == AUGCSE_SUBSETS[size]
+    (term,) = [t for t in data["objective"] if t["name"] == "discriminator"]
+    assert term["num_labels"] == size + 1
+    assert data["model"]["projection"] == "diffcse_mlp"
+    assert (data["optim"]["batch_size"], data["optim"]["lr"], data["optim"]["epochs"]) == (128, 2e-5, 4)
+    assert data["train"]["eval_steps"] == data["train"]["save_steps"] == 500
+
+
+def test_diffcse_head_is_the_diffcse_projection():
+    torch.manual_seed(0)
+    head = build_head("diffcse_mlp", 16)
+    linears = [m for m in head if isinstance(m, nn.Linear)]
+    norms = [m for m in head if isinstance(m, nn.BatchNorm1d)]
+    assert [(m.in_features, m.out_features, m.bias) for m in linears] == [(16, 32, None), (32, 16, None)]
+    assert [(m.num_features, m.affine) for m in norms] == [(32, True), (16, False)]
+    out = head(torch.randn(64, 16) * 4 + 2)
+    assert out.shape == (64, 16)
+    assert torch.allclose(out.mean(0), torch.zeros(16), atol=1e-5)

@@ -1,0 +1,169 @@
+"""`cselab train --paper-setting`: the papers' model, corpus and data, checked before any work; and
+`cselab data download wiki1m`. No network: the Hub is offline and downloads use file:// URLs."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from huggingface_hub import constants
+
+from cselab import cli
+
+
+@pytest.fixture
+def offline_home(tmp_path, monkeypatch) -> Path:
+    """An empty home (no cselab data, an empty Hugging Face cache), the Hub offline, cwd inside it."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for name in ("CSELAB_DATA", "CSELAB_WIKI1M"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(home / "hf-hub"))
+    monkeypatch.chdir(home)
+    return home
+
+
+def cache_fake_model(hub_cache: Path, name: str = "bert-base-uncased") -> None:
+    """The Hugging Face cache layout of a downloaded model: refs/main -> snapshots/<commit>/files."""
+    repo = hub_cache / f"models--{name}"
+    snapshot = repo / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (snapshot / "model.safetensors").write_bytes(b"weights")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0" * 40)
+
+
+def files_under(folder: Path) -> set[Path]:
+    return {p for p in folder.rglob("*")}
+
+
+def train_error(argv: list[str], capsys) -> str:
+    assert cli.main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    return captured.err
+
+
+def test_offline_start_names_every_missing_piece_and_writes_nothing(offline_home, capsys):
+    before = files_under(offline_home)
+    err = train_error(["train", "--recipe", "simcse", "--paper-setting"], capsys)
+    assert err.count("\n") == 1 and err.startswith("cselab train: error: --paper-setting: missing")
+    assert "model bert-base-uncased" in err and "`huggingface-cli download bert-base-uncased`" in err
+    assert f"corpus {offline_home}/.cache/cselab/wiki1m_for_simcse.txt" in err
+    assert "`cselab data download wiki1m`" in err
+    assert f"SentEval data in {offline_home}/.cache/cselab/senteval" in err and "`cselab data download`" in err
+    assert files_under(offline_home) == before  # no output dir, no cache, no partial file
+
+
+def test_only_what_is_missing_is_named(offline_home, senteval_dir, monkeypatch, capsys):
+    cache_fake_model(offline_home / "hf-hub")
+    monkeypatch.setenv("CSELAB_DATA", str(senteval_dir))
+    err = train_error(["train", "--recipe", "una", "--paper-setting"], capsys)
+    assert "wiki1m" in err
+    assert "bert-base-uncased" not in err and "SentEval" not in err
+
+
+def test_print_config_shows_the_paper_setting(offline_home, senteval_dir, monkeypatch, capsys):
+    cache_fake_model(offline_home / "hf-hub")
+    corpus = offline_home / "corpora" / "wiki.txt"
+    corpus.parent.mkdir()
+    corpus.write_text("one sentence\nanother sentence\n")
+    monkeypatch.setenv("CSELAB_WIKI1M", str(corpus))
+    monkeypatch.setenv("CSELAB_DATA", str(senteval_dir))
+    assert cli.main(["train", "--recipe", "simcse", "--paper-setting", "--print-config"]) == 0
+    config = json.loads(capsys.readouterr().out)
+    assert config["model"]["name_or_path"] == "bert-base-uncased"
+    assert config["data"]["corpus"] == str(corpus)
+    assert config["data"]["max_sentences"] is None
+    assert config["data"]["dev_dir"] == str(senteval_dir)
+    assert config["objective"][0]["temperature"] == 0.05  # the recipe itself is unchanged
+
+
+def test_user_overrides_sit_on_top_and_are_checked(offline_home, senteval_dir, monkeypatch, capsys, tmp_path):
+    corpus = tmp_path / "wiki.txt"
+    corpus.write_text("a sentence\n")
+    monkeypatch.setenv("CSELAB_DATA", str(senteval_dir))
+    model_dir = tmp_path / "tiny-model"
+    model_dir.mkdir()
+    argv = ["train", "--paper-setting", "--corpus", str(corpus), "--set", f"model.name_or_path={model_dir}",
+            "--print-config"]
+    err = train_error(argv, capsys)
+    assert f"model {model_dir} (a directory without config.json" in err and "corpus" not in err
+    (model_dir / "config.json").write_text("{}")
+    assert cli.main(argv) == 0
+    config = json.loads(capsys.readouterr().out)
+    assert config["model"]["name_or_path"] == str(model_dir) and config["data"]["corpus"] == str(corpus)
+
+
+def test_custom_locations_get_download_commands_with_dest(offline_home, capsys, tmp_path):
+    cache_fake_model(offline_home / "hf-hub")
+    err = train_error(["train", "--paper-setting", "--corpus", str(tmp_path / "c.txt"),
+                       "--set", f"data.dev_dir={tmp_path / 'sent'}"], capsys)
+    assert f"`cselab data download wiki1m --dest {tmp_path / 'c.txt'}`" in err
+    assert f"`cselab data download --dest {tmp_path / 'sent'}`" in err
+
+
+def test_pretrain_has_no_paper_setting(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["pretrain", "--paper-setting"])
+    assert exit_info.value.code == 2
+    assert "unrecognized arguments: --paper-setting" in capsys.readouterr().err
+
+
+def test_wiki1m_download_from_file_url(offline_home, tmp_path, capsys):
+    source = tmp_path / "wiki1m_for_simcse.txt"
+    source.write_text("first sentence\nsecond sentence\n")
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()
+    assert cli.main(["data", "download", "wiki1m", "--url", source.as_uri(), "--sha256", digest]) == 0
+    out = capsys.readouterr().out
+    dest = offline_home / ".cache" / "cselab" / "wiki1m_for_simcse.txt"
+    assert dest.read_bytes() == source.read_bytes()
+    assert digest in out and "huggingface-cli download bert-base-uncased" in out
+    assert cli.main(["data", "download", "wiki1m", "--url", source.as_uri()]) == 0
+    assert "already there" in capsys.readouterr().out
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["wiki1m_for_simcse.txt"]  # no partial file left
+
+
+@pytest.mark.parametrize("problem", ["unreachable", "checksum"])
+def test_failed_wiki1m_download_is_one_line_and_leaves_nothing(problem, tmp_path, capsys):
+    source = tmp_path / "source.txt"
+    source.write_text("a sentence\n")
+    dest = tmp_path / "out" / "wiki1m.txt"
+    url = "http://127.0.0.1:9/wiki1m_for_simcse.txt" if problem == "unreachable" else source.as_uri()
+    assert cli.main(["data", "download", "wiki1m", "--dest", str(dest), "--url", url, "--sha256", "0" * 64]) == 2
+    err = capsys.readouterr().err.splitlines()[-1]  # the lines before it are the progress bar's
+    assert err.startswith("cselab data: error: http") or err.startswith("cselab data: error: file")
+    assert ("cannot download" if problem == "unreachable" else "does not match the expected") in err
+    assert not dest.exists() and list(dest.parent.iterdir()) == []
+
+
+PAPER_DOC = Path(__file__).resolve().parents[2] / "docs" / "paper-setting.md"
+
+
+def doc_commands() -> list[str]:
+    """Whole `cselab ...` commands of docs/paper-setting.md: code blocks and inline code."""
+    text = PAPER_DOC.read_text(encoding="utf-8")
+    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+    lines = [line.split("#")[0].strip() for block in blocks for line in block.splitlines()]
+    inline = [c for c in re.findall(r"`(cselab [^`]+)`", text) if len(c.split()) >= 3 and "[" not in c]
+    return [c for c in lines if c.startswith("cselab ")] + inline
+
+
+def test_doc_commands_parse_and_name_shipped_recipes():
+    from cselab.config import list_recipes
+
+    commands = doc_commands()
+    trained = {shlex.split(c)[3] for c in commands if c.startswith("cselab train --recipe")}
+    assert {"simcse", "una", "una-paraphrase", "focal", "sda-pi", "sda-aa", "sda-dn", "augcse",
+            "clear-del-word"} <= trained <= set(list_recipes())
+    for command in commands:
+        args = cli.build_parser().parse_args(shlex.split(command)[1:])
+        assert callable(args.func)
+        if command.startswith("cselab train"):
+            assert args.paper_setting
