@@ -12,6 +12,7 @@ fp32, for the same number of steps: every block of both is ``max_seq_len`` real 
 steps are equal tokens.
 
     python benchmarks/bench_pretrain.py [--lines 30000] [--steps 60] [--repeats 2]
+    python benchmarks/bench_pretrain.py --render benchmarks/results/pretrain_speed.json   # layout only
 
 Each training runs in a fresh process, alternating cselab, HF, cselab, HF. tokens/s = real
 (non-pad) tokens trained / seconds of the training loop (cselab: ``train_seconds`` of its
@@ -302,7 +303,7 @@ def run_hf(corpus: Path, work: Path, settings: dict, held_out: list[str], args) 
     seconds = Clock.end - Clock.begin
     # The Trainer's loader reads one batch ahead: the batches trained on are the first global_step ones.
     steps = trainer.state.global_step
-    counts = dict(zip(("tokens", "blocks", "corpus_tokens"), map(sum, zip(*batches[:steps])), strict=True))
+    counts = dict(zip(("tokens", "blocks", "corpus_tokens"), map(sum, zip(*batches[:steps], strict=True)), strict=True))
     logged = [r["loss"] for r in trainer.state.log_history if "loss" in r]
     return {"steps": steps, **counts, "batches_read": len(batches), "train_seconds": round(seconds, 2),
             "wall_seconds": round(wall, 2), "tokens_per_second": round(counts["tokens"] / seconds, 1),
@@ -327,30 +328,37 @@ def run_side(side: str, corpus: Path, args) -> dict:
             "load_after": [round(x, 2) for x in os.getloadavg()]}
 
 
-def report(runs: list[dict], args, corpus_info: dict, load_start: tuple) -> None:
+def report(runs: list[dict], args, corpus_info: dict, load_start: tuple, recorded_machine: dict | None = None) -> None:
+    """Write benchmarks/results/pretrain_speed.{json,md} from the runs so far. ``recorded_machine``:
+    the machine description saved with the runs (``--render``), instead of this moment's."""
     by_side = {side: [r for r in runs if r["side"] == side] for side in ("cselab", "hf")}
     median = {side: statistics.median(r["tokens_per_second"] for r in rs) for side, rs in by_side.items() if rs}
     first = {side: rs[0] for side, rs in by_side.items() if rs}
     ratio = round(median["cselab"] / median["hf"], 3) if len(median) == 2 else None
     pairs = [round(c["tokens_per_second"] / h["tokens_per_second"], 3)
              for c, h in zip(by_side["cselab"], by_side["hf"], strict=False)]
+    # Training is deterministic (fp32 on a CPU, same seed): every run of a side ends with the same
+    # weights, so its first run's scores stand for all (the JSON keeps every run's).
     val = {side: r["validation"] for side, r in first.items()}
+    layouts = ("cselab", "run_mlm")
     rows = []
     for side, label in (("cselab", "cselab (mlm-pretrain)"), ("hf", "HF run_mlm (Trainer + collator)")):
         if side not in first:
             continue
         r = first[side]
         rows.append([f"CPU: {label}", median[side], statistics.median(x["train_seconds"] for x in by_side[side]),
-                     r["steps"], r["tokens"], r["corpus_tokens"], r["validation"]["cselab"]["loss"],
-                     r["validation"]["run_mlm"]["loss"], r.get("own_val_mlm_loss", "-")])
-    diff = {layout: round(val["cselab"][layout]["loss"] - val["hf"][layout]["loss"], 4)
-            for layout in ("cselab", "run_mlm")} if len(val) == 2 else {}
+                     r["steps"], r["tokens"], r["corpus_tokens"], *(val[side][k]["loss"] for k in layouts),
+                     *(val[side][k]["acc"] for k in layouts), r.get("own_val_mlm_loss", "-")])
+    diff = {k: round(val["cselab"][k]["loss"] - val["hf"][k]["loss"], 4) for k in layouts} if len(val) == 2 else {}
+    acc_diff = {k: round(val["cselab"][k]["acc"] - val["hf"][k]["acc"], 4) for k in layouts} if len(val) == 2 else {}
     if ratio is not None:
-        rows.append(["CPU: ratio cselab / HF", ratio, "", "", "", "", f"{diff['cselab']:+.4f} (cselab - HF)",
-                     f"{diff['run_mlm']:+.4f} (cselab - HF)", ""])
-    rows += [["GPU: cselab (mlm-pretrain)", "not measured", "", "", "", "", "", "", ""],
-             ["GPU: HF run_mlm (Trainer + collator)", "not measured", "", "", "", "", "", "", ""],
-             ["GPU: ratio cselab / HF", "not measured", "", "", "", "", "", "", ""]]
+        rows.append(["CPU: ratio cselab / HF", ratio, "", "", "", "",
+                     *(f"{diff[k]:+.4f} (cselab - HF)" for k in layouts),
+                     *(f"{acc_diff[k]:+.4f} (cselab - HF)" for k in layouts), ""])
+    blank = [""] * 9
+    rows += [["GPU: cselab (mlm-pretrain)", "not measured", *blank],
+             ["GPU: HF run_mlm (Trainer + collator)", "not measured", *blank],
+             ["GPU: ratio cselab / HF", "not measured", *blank]]
     met = None
     if ratio is not None:
         met = ratio >= 1.5 and diff["cselab"] <= 0 and diff["run_mlm"] <= 0
@@ -369,41 +377,71 @@ def report(runs: list[dict], args, corpus_info: dict, load_start: tuple) -> None
         f"side trained {first.get('cselab', {}).get('tokens', '-')} / {first.get('hf', {}).get('tokens', '-')} "
         "real tokens (cselab / HF; every block is full except possibly cselab's one short last block).",
         f"Order: {', '.join(r['side'] for r in runs)}, each in a fresh process; tokens/s is the median over the "
-        f"{args.repeats} runs of each side (per run: {', '.join(str(r['tokens_per_second']) for r in runs)}); "
-        f"per-pair ratios {pairs}. tokens/s = real (non-pad, attention-mask) tokens / seconds of the training loop: "
+        f"{len(by_side['cselab'])} / {len(by_side['hf'])} runs of each side (per run: "
+        f"{', '.join(str(r['tokens_per_second']) for r in runs)}); per-pair ratios {pairs}. tokens/s = real "
+        "(non-pad, attention-mask) tokens / seconds of the training loop: "
         "cselab's `train_seconds` (summary.json: its log windows, from before the first batch to the last update; "
         "tokenising, model building, the matmul probe, evaluation and the checkpoint are outside); HF's "
         "`Trainer.train` from on_train_begin to on_train_end (tokenising with `datasets.map` and model building "
         "outside). Both include reading and masking the batches. 'corpus tokens' leaves out [CLS]/[SEP]: run_mlm "
         "frames every line, cselab every block, so HF's blocks carry fewer corpus tokens.",
-        "Validation MLM loss: both final models (cselab's from its last checkpoint: encoder and MLM head, loaded "
-        "into a BertForMaskedLM) scored by one function of this script on the held-out lines, masked 5 times with "
-        "fixed seeds (15% of non-special tokens, 80/10/10), dropout off, in both block layouts: 'cselab blocks' "
-        "(ids end to end, [CLS] + 62 + [SEP]) and 'run_mlm blocks' (each line framed, cut every 64). "
-        "'cselab own' is cselab's logged val_mlm_loss (its own masks) for reference.",
+        "Validation MLM loss and accuracy: both final models (cselab's from its last checkpoint: encoder and MLM "
+        "head, loaded into a BertForMaskedLM) scored by one function of this script on the held-out lines, masked "
+        "5 times with fixed seeds (15% of non-special tokens, 80/10/10), dropout off, in both block layouts: "
+        "'cselab blocks' (ids end to end, [CLS] + 62 + [SEP]) and 'run_mlm blocks' (each line framed, cut every "
+        "64). Means over every masked token. 'cselab own' is cselab's logged val_mlm_loss (its own masks) for "
+        "reference. Each side's runs ended with identical weights (deterministic fp32 training): the scores are "
+        "those of its first run.",
         "Differences left as each library does them: HF's Trainer exempts biases and LayerNorm weights from weight "
         "decay (cselab decays all); HF's warm-up starts at lr 0 (step/warmup), cselab's at (step+1)/warmup; the "
         "MLM head's dense layer is initialised by nn.Linear in cselab and N(0, 0.02) in HF; HF's model computes "
         "logits at every position, cselab's only at the masked ones.",
-        (f"Target (issue #22 item 8: >= 1.5x HF's tokens/s on the CPU at equal or lower validation loss): "
+        ("Target (issue #22 item 8: >= 1.5x HF's tokens/s on the CPU at equal or lower validation loss): "
          + ("met." if met else "NOT met." if met is not None else "not evaluated (a side is missing).")
          + (f" Speed ratio {ratio}x; validation loss cselab - HF: {diff.get('cselab', 0):+.4f} (cselab blocks), "
-            f"{diff.get('run_mlm', 0):+.4f} (run_mlm blocks)." if ratio is not None else "")
+            f"{diff.get('run_mlm', 0):+.4f} (run_mlm blocks); masked-token accuracy cselab - HF: "
+            f"{acc_diff.get('cselab', 0):+.4f}, {acc_diff.get('run_mlm', 0):+.4f}"
+            + (" (lower for cselab: the target names the loss, not the accuracy)"
+               if min(acc_diff.values()) < 0 else "") + "." if ratio is not None else "")
          + " GPU: not measured (no GPU was lent to this run; GPU figures only from a GPU)."),
         f"Load averages (1, 5, 15 min): before the benchmark {[round(x, 2) for x in load_start]}; per run "
-        + "; ".join(f"{r['side']} {r['load_before']} -> {r['load_after']}" for r in runs) + ".",
+        + "; ".join(f"{r['side']} {r['load_before']} -> {r['load_after']}" for r in runs)
+        + ". The figures during the runs include this benchmark's own two threads.",
     ]
-    write_results("pretrain_speed", {"runs": runs, "ratio_tokens_per_second": ratio, "pair_ratios": pairs,
-                                     "median_tokens_per_second": median, "val_loss_difference": diff,
-                                     "target_met": met, "settings": {**vars(args), **corpus_info},
-                                     "command": command, "load_average_start": load_start,
-                                     "gpu": "not measured"},
-                  "MLM pre-training: cselab vs Hugging Face run_mlm (Trainer + DataCollatorForLanguageModeling)",
-                  ["side", "tokens/s", "train s", "steps", "tokens", "corpus tokens", "val MLM loss (cselab blocks)",
-                   "val MLM loss (run_mlm blocks)", "cselab own val loss"], rows, "\n\n".join(notes))
+    data = {"runs": runs, "ratio_tokens_per_second": ratio, "pair_ratios": pairs, "median_tokens_per_second": median,
+            "val_loss_difference": diff, "val_acc_difference": acc_diff, "target_met": met,
+            "settings": {**vars(args), **corpus_info}, "command": command, "load_average_start": list(load_start),
+            "gpu": "not measured"}
+    headers = ["side", "tokens/s", "train s", "steps", "tokens", "corpus tokens", "val MLM loss (cselab blocks)",
+               "val MLM loss (run_mlm blocks)", "val MLM acc (cselab blocks)", "val MLM acc (run_mlm blocks)",
+               "cselab own val loss"]
+    title = "MLM pre-training: cselab vs Hugging Face run_mlm (Trainer + DataCollatorForLanguageModeling)"
+    if recorded_machine is None:
+        write_results("pretrain_speed", data, title, headers, rows, "\n\n".join(notes))
+        return
+    import _common
+
+    measured = _common.machine
+    _common.machine = lambda: recorded_machine  # the machine line as it was when the runs ended
+    try:
+        write_results("pretrain_speed", data, title, headers, rows, "\n\n".join(notes))
+    finally:
+        _common.machine = measured
 
 
-DEFAULTS = {"lines": 30000, "steps": 60, "repeats": 2, "batch_size": 64, "seq_len": 64, "seed": 42, "sides": "cselab,hf"}
+def render(path: Path) -> None:
+    """Rewrite the results from a saved pretrain_speed.json (its runs, settings and machine line):
+    for a change to the report's layout, without training again."""
+    saved = json.loads(path.read_text())
+    settings = saved["settings"]
+    args = argparse.Namespace(**{k: settings[k] for k in DEFAULTS})
+    corpus_info = {k: settings[k] for k in ("lines", "trained", "held_out", "lr", "weight_decay", "warmup_steps",
+                                            "validation_fraction")}
+    report(saved["runs"], args, corpus_info, tuple(saved["load_average_start"]), recorded_machine=saved["machine"])
+
+
+DEFAULTS = {"lines": 30000, "steps": 60, "repeats": 2, "batch_size": 64, "seq_len": 64, "seed": 42,
+            "sides": "cselab,hf"}
 
 
 def main() -> None:
@@ -417,7 +455,13 @@ def main() -> None:
     parser.add_argument("--sides", default=DEFAULTS["sides"])
     parser.add_argument("--side-worker", help=argparse.SUPPRESS)
     parser.add_argument("--corpus-file", help=argparse.SUPPRESS)
+    parser.add_argument("--render", metavar="JSON", help="rewrite the results from a saved pretrain_speed.json "
+                                                          "(no training)")
     args = parser.parse_args()
+
+    if args.render:
+        render(Path(args.render))
+        return
 
     if args.side_worker:
         print(json.dumps(run_side(args.side_worker, Path(args.corpus_file), args)))

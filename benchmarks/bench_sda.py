@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import markdown_table, require_shared, write_results  # noqa: E402
+from bench_sda_rates import PAPER_SHARE, VARIANTS  # noqa: E402  (the rules' shares are measured there)
 
 from cselab.augment import build_augmenter, spacy_pipeline  # noqa: E402
 from cselab.augment.sda import load_spacy, parse  # noqa: E402
@@ -32,15 +33,6 @@ spacy_pipeline.PARSE_CACHE_SIZE = 0
 # (processes, n_process, batch_size): processes = the augmenter's worker pool (parse + rule in each
 # worker); n_process = spaCy's own multiprocessing (Docs pickled back to this process).
 SPEED_SETTINGS = [(1, 1, 64), (1, 1, 256), (1, 1, 1024), (1, 2, 256), (2, 1, 64), (2, 1, 256)]
-PAPER_SHARE = {"sda_punctuation": 0.6261, "sda_affirmative_aux": 0.7791, "sda_double_negation": 0.4666}
-VARIANTS = [  # (label, registered name, parameters)
-    ("PI (random rule, default)", "sda_punctuation", {}),
-    ("PI (Algorithm 1 order)", "sda_punctuation", {"rule_choice": "ordered"}),
-    ("AA", "sda_affirmative_aux", {}),
-    ("DN (Algorithm 3, default)", "sda_double_negation", {}),
-    ("DN (template completion)", "sda_double_negation", {"completion": "template"}),
-    ("single negation (hard negative)", "sda_single_negation", {}),
-]
 
 
 def load_average() -> float:
