@@ -6,8 +6,8 @@ steps draw no extra randomness are compared. The MLM recipes changed by design (
 come from a per-step seeded generator in the data collator instead of the global RNG): for them
 ``mlm_baseline`` was recorded after the restructuring, to catch any later drift. The tolerance
 allows only for floating-point differences between CPUs' kernels. Recipes whose defaults later moved
-to their papers' (UNA's 4N NT-Xent, CLEAR's summed loss) are run with the settings the baseline was
-recorded with: ``una-infonce`` is the former ``una``.
+to their papers' (UNA's 4N NT-Xent, CLEAR's summed loss, AugCSE's DiffCSE projector) are run with
+the settings the baseline was recorded with: ``una-infonce`` is the former ``una``.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ BASELINE = {**RECORDED["runs"], **RECORDED["mlm_baseline"]}
 RECIPES = {"simcse": ("simcse", []), "simcse-gradcache": ("simcse", ["optim.grad_cache_chunk=12"]),
            "simcse-padded": ("simcse", ["model.unpad=false"]), "focal": ("focal", []),
            "una": ("una-infonce", ["views.negative_every=2"]), "una-ntxent": ("una-ntxent", ["views.negative_every=2"]),
-           "augcse-4": ("augcse-4", []),
+           "augcse-4": ("augcse-4", ["model.projection=bn_mlp"]),  # the head before DiffCSE's diffcse_mlp
            # The baseline predates CLEAR's summed L_CL (Eq. 2); the mean form it was recorded with is pinned here.
            "clear-del-word": ("clear-del-word", ["objective=[{name: ntxent, temperature: 0.05}, "
                                                  "{name: mlm, weight: 1.0, probability: 0.15}]"])}
