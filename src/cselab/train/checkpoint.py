@@ -165,7 +165,7 @@ def save_checkpoint(directory: Path, step: int, model: torch.nn.Module, optimize
     tmp = directory / f".step-{step:08d}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    _save_weights(tmp, model, backbone, saved_backbone)
+    aliases = _save_weights(tmp, model, backbone, saved_backbone)
     opt_tensors, opt_meta = _flatten_optimizer(optimizer.state_dict())
     save_file({k: v.cpu() for k, v in opt_tensors.items()}, str(tmp / "optimizer.safetensors"))
     ranks = rank_rng or [rng_state()]
@@ -175,7 +175,7 @@ def save_checkpoint(directory: Path, step: int, model: torch.nn.Module, optimize
     save_file(rng_tensors, str(tmp / "rng.safetensors"))
     state = {"step": step, "optimizer": opt_meta, "scheduler": scheduler.state_dict(), "rng": ranks[0][1],
              "trainer": trainer_state, "config": config,
-             "backbone_prefix": _backbone_prefix(model, backbone), "heads_aliases": _split_state(model, backbone)[2]}
+             "backbone_prefix": _backbone_prefix(model, backbone), "heads_aliases": aliases}
     if len(ranks) > 1:
         state["rng_ranks"] = [meta for _, meta in ranks]
     (tmp / "state.json").write_text(json.dumps(state))
@@ -217,12 +217,15 @@ def _split_state(model: torch.nn.Module, backbone: torch.nn.Module) -> tuple[dic
     return own, heads, aliases
 
 
-def _save_weights(tmp: Path, model: torch.nn.Module, backbone: torch.nn.Module, saved_backbone: Path | None) -> None:
-    own, heads, _ = _split_state(model, backbone)
+def _save_weights(tmp: Path, model: torch.nn.Module, backbone: torch.nn.Module,
+                  saved_backbone: Path | None) -> dict[str, str]:
+    """Write encoder.safetensors (or link ``saved_backbone``) and heads.safetensors; returns the aliases."""
+    own, heads, aliases = _split_state(model, backbone)
     target = tmp / "encoder.safetensors"
     if not (saved_backbone is not None and _same_layout(saved_backbone, own) and _link(saved_backbone, target)):
         save_file({k: v.detach().contiguous().cpu() for k, v in own.items()}, str(target))
     save_file({k: v.detach().contiguous().cpu() for k, v in heads.items()}, str(tmp / "heads.safetensors"))
+    return aliases
 
 
 def _same_layout(path: Path, state: dict[str, torch.Tensor]) -> bool:
