@@ -13,6 +13,7 @@ python benchmarks/bench_augment.py
 python benchmarks/bench_sda.py
 python benchmarks/bench_sda_rates.py
 python benchmarks/bench_una.py
+python benchmarks/bench_collate.py
 python benchmarks/bench_pretrain.py
 if [ "${1:-}" = "--with-study" ]; then
   bash benchmarks/reproduction.sh

@@ -63,6 +63,10 @@ class DataConfig:
     # model.max_seq_len tokens, [CLS] ... [SEP] each, so no compute goes to padding (data/packing.py).
     # A step is batch_size blocks. Only for objectives without contrastive views (MLM alone).
     packing: bool = False
+    # Tokenise the corpus once (cached on disk per corpus and tokenizer, shared by every run on it) and
+    # read each step's unchanged sentences' ids from there; false tokenises every row at every step.
+    # The batches are the same either way.
+    cache_token_ids: bool = True
     # With packing, "blank_lines": a blank line in the corpus file ends a document and no block spans
     # two documents; "none": all lines form one stream.
     document_boundaries: str = "none"

@@ -8,9 +8,9 @@ import torch
 
 from cselab.data.indexed import IndexedTextCorpus
 from cselab.data.masking import MlmMasking
-from cselab.data.packing import PackedBlocks, PackedCollator, block_tokens, special_frame
+from cselab.data.packing import PackedBlocks, PackedCollator, block_tokens
 from cselab.data.split import hold_out
-from cselab.data.token_cache import TokenIds, document_starts, token_ids
+from cselab.data.token_cache import TokenIds, document_starts, special_frame, token_ids
 from tests.pretrain.conftest import minilm_tokenizer, write_lines
 
 

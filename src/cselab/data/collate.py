@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from cselab.data.masking import MaskedBatch, MlmMasking
+from cselab.data.token_cache import SentenceTokenizer
 from cselab.data.views import StepViews, ViewBuilder, step_seed
 
 MASKING_ROLE = 5  # step_seed role of the MLM masks (0-4 and 10+ are the views'; 1000 + rank other processes')
@@ -111,8 +112,13 @@ class StepPlan(Sequence[tuple[int, np.ndarray]]):
         return step, self._epoch(epoch)[position]
 
 
+# (global step, its sentences[, their corpus line numbers]): a collator's input. Without the line
+# numbers (tests, benchmarks) every row is tokenised.
+StepItem = tuple[int, list[str]] | tuple[int, list[str], np.ndarray]
+
+
 class StepDataset(torch.utils.data.Dataset):
-    """Item k is the k-th remaining step: (global step, its sentences)."""
+    """Item k is the k-th remaining step: (global step, its sentences, their line numbers)."""
 
     def __init__(self, corpus: Sequence[str], plan: StepPlan, start_step: int = 0, rank: int = 0, processes: int = 1):
         self.corpus = corpus
@@ -123,40 +129,50 @@ class StepDataset(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return len(self.plan) - self.start_step
 
-    def __getitem__(self, k: int) -> tuple[int, list[str]]:
+    def __getitem__(self, k: int) -> StepItem:
         step, indices = self.plan[self.start_step + k]
         share = len(indices) // self.processes
         indices = indices[self.rank * share:(self.rank + 1) * share]
-        return step, [self.corpus[int(i)] for i in indices]
+        return step, [self.corpus[int(i)] for i in indices], indices
 
 
 class Collator:
-    """Views, tokenisation and MLM masking, in the worker: (step, sentences) -> Batch.
+    """Views, tokenisation and MLM masking, in the worker: (step, sentences[, line numbers]) -> Batch.
 
     ``encode_views``: whether any objective term reads the contrastive views (an MLM-only objective
-    does not); ``masking``: the MLM masker, when a term predicts masked tokens.
+    does not); ``masking``: the MLM masker, when a term predicts masked tokens; ``cached``: reads
+    the ids of rows that are corpus lines from the corpus's token cache (given the line numbers).
     """
 
     def __init__(self, tokenize, view_builder: ViewBuilder, encode_views: bool = True,
-                 masking: MlmMasking | None = None, rank: int = 0, encode_negatives_twice: bool = False):
-        self.tokenize = tokenize
+                 masking: MlmMasking | None = None, rank: int = 0, encode_negatives_twice: bool = False,
+                 cached: SentenceTokenizer | None = None):
+        self.tokenize, self.cached = tokenize, cached
         self.view_builder = view_builder
         self.encode_views = encode_views
         self.encode_negatives_twice = encode_negatives_twice
         self.masking = masking
         self.masking_role = masking_role(rank)
 
-    def masked(self, sentences: list[str], seed: int) -> MaskedBatch:
-        """The sentences tokenised and masked for the MLM term (its pass reads no views)."""
-        return self.masking(dict(self.tokenize(sentences)), seed)
+    def features(self, texts: list[str], lines: list[int | None] | None) -> dict[str, torch.Tensor]:
+        if self.cached is None or lines is None:
+            return dict(self.tokenize(texts))
+        return self.cached(texts, lines)
 
-    def __call__(self, item: tuple[int, list[str]]) -> Batch:
-        step, sentences = item
+    def masked(self, sentences: list[str], seed: int, lines: list[int | None] | None = None) -> MaskedBatch:
+        """The sentences tokenised and masked for the MLM term (its pass reads no views)."""
+        return self.masking(self.features(sentences, lines), seed)
+
+    def __call__(self, item: StepItem) -> Batch:
+        step, sentences = item[0], item[1]
+        corpus_lines = [int(i) for i in item[2]] if len(item) > 2 else None
         batch = Batch(step=step, num_sentences=len(sentences))
         if self.encode_views:
             views = self.view_builder(step, sentences)
-            texts, roles = list(views.anchors), {"anchor": slice(0, len(views.anchors))}
-            for role, rows in (("positive", views.positives if views.positives is not None else views.anchors),
+            texts, roles = [], {}
+            lines: list[int | None] = []
+            for role, rows in (("anchor", views.anchors),
+                               ("positive", views.positives if views.positives is not None else views.anchors),
                                ("negative", views.negatives),
                                # The negatives again, as their own rows: a second dropout view (UNA's 4N NT-Xent).
                                ("negative_positive", views.negatives if self.encode_negatives_twice else None),
@@ -164,14 +180,19 @@ class Collator:
                 if rows is not None:
                     roles[role] = slice(len(texts), len(texts) + len(rows))
                     texts.extend(rows)
-            batch.features, batch.roles, batch.views = dict(self.tokenize(texts)), roles, views
+                    if corpus_lines is not None:  # row i of a role stands for sentence i: unchanged, it is that line
+                        lines.extend(line if text == sentence else None
+                                     for text, sentence, line in zip(rows, sentences, corpus_lines, strict=True))
+            batch.features = self.features(texts, None if corpus_lines is None else lines)
+            batch.roles, batch.views = roles, views
             mask = batch.features["attention_mask"].numpy()
             batch.real_tokens, batch.padded_tokens = int(mask.sum()), mask.size
             if views.labels is not None:
                 batch.labels = torch.tensor(views.labels)
         if self.masking is not None:
             # The original sentences (CLEAR augments both contrastive views; MLM reads the originals).
-            batch.masked = self.masked(sentences, step_seed(self.view_builder.seed, step, self.masking_role))
+            batch.masked = self.masked(sentences, step_seed(self.view_builder.seed, step, self.masking_role),
+                                       corpus_lines)
             if not self.encode_views:  # MLM alone: its pass is the step's only one, its tokens the work done
                 mask = batch.masked.features["attention_mask"].numpy()
                 batch.real_tokens, batch.padded_tokens = int(mask.sum()), mask.size

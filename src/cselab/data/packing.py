@@ -23,7 +23,7 @@ import torch
 
 from cselab.data.collate import Batch, masking_role
 from cselab.data.masking import MaskedBatch, MlmMasking
-from cselab.data.token_cache import TokenIds
+from cselab.data.token_cache import TokenIds, padded, special_frame
 from cselab.data.views import step_seed
 
 
@@ -91,32 +91,17 @@ class PackedCollator:
         self.masking_role = masking_role(rank)
 
     def tensors(self, blocks: list[np.ndarray]) -> dict[str, torch.Tensor]:
-        rows = [self.prefix + block.tolist() + self.suffix for block in blocks]
-        ids = torch.full((len(rows), max(map(len, rows))), self.pad_id, dtype=torch.long)
-        attention = torch.zeros_like(ids)
-        for r, row in enumerate(rows):
-            ids[r, :len(row)] = torch.tensor(row)
-            attention[r, :len(row)] = 1
-        return {"input_ids": ids, "attention_mask": attention}
+        return padded([self.prefix + block.tolist() + self.suffix for block in blocks], self.pad_id)
 
     def masked(self, blocks: list[np.ndarray], seed: int) -> MaskedBatch:
         return self.masking(self.tensors(blocks), seed)
 
-    def __call__(self, item: tuple[int, list[np.ndarray]]) -> Batch:
-        step, blocks = item
+    def __call__(self, item: tuple[int, list[np.ndarray]] | tuple[int, list[np.ndarray], np.ndarray]) -> Batch:
+        step, blocks = item[0], item[1]  # (the blocks' numbers, when given, are not needed)
         masked = self.masked(blocks, step_seed(self.seed, step, self.masking_role))
         attention = masked.features["attention_mask"]
         return Batch(step=step, num_sentences=len(blocks), masked=masked, real_tokens=int(attention.sum()),
                      padded_tokens=attention.numel())
-
-
-def special_frame(tokenizer) -> tuple[list[int], list[int]]:
-    """The special ids the tokenizer puts before and after a text (BERT: [CLS], [SEP]), found by
-    tokenising one word with and without them."""
-    bare = tokenizer("a", add_special_tokens=False)["input_ids"]
-    framed = tokenizer("a")["input_ids"]
-    at = next(i for i in range(len(framed) - len(bare) + 1) if framed[i:i + len(bare)] == bare)
-    return framed[:at], framed[at + len(bare):]
 
 
 def block_tokens(tokenizer, max_seq_len: int) -> int:

@@ -1,8 +1,10 @@
 """Every line's token ids, tokenised once per (corpus content, tokenizer) and cached on disk.
 
-Packing (``data/packing.py``) reads token ids, not text: tokenising a pre-training corpus takes
-minutes, so it is done once and kept beside the corpus's line index (``$CSELAB_CACHE/token-ids``,
-default ``~/.cache/cselab``). The key is the corpus fingerprint (its content digest and kept lines,
+Packing (``data/packing.py``) reads token ids, not text, and sentence-view training
+(``SentenceTokenizer``) takes the ids of every row that is a corpus line unchanged from here:
+tokenising a corpus takes minutes, so it is done once, shared by every run, seed and epoch on that
+corpus, and kept beside the corpus's line index (``$CSELAB_CACHE/token-ids``, default
+``~/.cache/cselab``). The key is the corpus fingerprint (its content digest and kept lines,
 ``data/indexed.py``) and the tokenizer's (its whole serialised vocabulary and rules): editing the
 file or changing the vocabulary tokenises again; touching or moving the file does not.
 
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from cselab.data.corpus import corpus_fingerprint
 from cselab.data.indexed import cache_dir, own_part
@@ -82,7 +85,7 @@ def token_ids(corpus: Sequence[str], tokenizer) -> TokenIds:
     directory = cache_dir("token-ids")
     if not (directory / f"{key}.ids.npy").is_file():
         directory.mkdir(parents=True, exist_ok=True)
-        log.info("tokenising %d lines once for packing (cached in %s)", len(corpus), directory)
+        log.info("tokenising %d lines once (cached in %s)", len(corpus), directory)
         _write(directory, key, corpus, tokenizer)
     return TokenIds(directory, key)
 
@@ -96,7 +99,7 @@ def _write(directory: Path, key: str, corpus: Sequence[str], tokenizer) -> None:
     try:
         with open(raw, "wb") as out:
             # disable=None: a progress bar on a terminal only (never in logs or tests' output).
-            for first in tqdm(range(0, len(corpus), TOKENIZE_CHUNK), desc="tokenise for packing", unit="chunk",
+            for first in tqdm(range(0, len(corpus), TOKENIZE_CHUNK), desc="tokenise the corpus once", unit="chunk",
                               disable=None):
                 lines = [corpus[i] for i in range(first, min(first + TOKENIZE_CHUNK, len(corpus)))]
                 encoded = tokenizer(lines, add_special_tokens=False, return_attention_mask=False,
@@ -143,3 +146,57 @@ def _line_and_ending_length(raw: bytes) -> int:
     if cut == -1:
         return len(raw)  # up to and with its \n (none on the last line of a file)
     return cut + (2 if raw[cut + 1:cut + 2] == b"\n" else 1)
+
+
+def special_frame(tokenizer) -> tuple[list[int], list[int]]:
+    """The special ids the tokenizer puts before and after a text (BERT: [CLS], [SEP]), found by
+    tokenising one word with and without them."""
+    bare = tokenizer("a", add_special_tokens=False)["input_ids"]
+    framed = tokenizer("a")["input_ids"]
+    at = next(i for i in range(len(framed) - len(bare) + 1) if framed[i:i + len(bare)] == bare)
+    return framed[:at], framed[at + len(bare):]
+
+
+def padded(rows: list[list[int]], pad_id: int, token_types: bool = False) -> dict[str, torch.Tensor]:
+    """Rows of ids as one batch, padded on the right to the longest row as the tokenizer pads;
+    ``token_types``: with the all-zero segment ids a single-sentence BERT input has."""
+    ids = torch.full((len(rows), max(map(len, rows))), pad_id, dtype=torch.long)
+    attention = torch.zeros_like(ids)
+    for r, row in enumerate(rows):
+        ids[r, :len(row)] = torch.tensor(row, dtype=torch.long)
+        attention[r, :len(row)] = 1
+    features = {"input_ids": ids, "attention_mask": attention}
+    if token_types:
+        features["token_type_ids"] = torch.zeros_like(ids)
+    return features
+
+
+class SentenceTokenizer:
+    """The encoder's ``tokenize`` for a step's rows, with the ids of rows that are corpus lines
+    unchanged (SimCSE's two dropout views, UNA's anchors, any view an augmenter left as it was)
+    read from the corpus's cache instead of tokenised again; only new texts are tokenised. The
+    tensors are the tokenizer's own (truncation, special tokens, padding), which a test checks.
+    """
+
+    def __init__(self, tokenizer, max_seq_len: int, ids: TokenIds):
+        self.tokenizer, self.ids = tokenizer, ids
+        self.prefix, self.suffix = special_frame(tokenizer)
+        self.room = max_seq_len - len(self.prefix) - len(self.suffix)  # text ids a row keeps
+        self.token_types = "token_type_ids" in tokenizer.model_input_names
+        self.pad_id = tokenizer.pad_token_id
+
+    @staticmethod
+    def fits(tokenizer) -> bool:
+        """Whether a batch can be rebuilt from cached ids exactly: right-side padding and truncation
+        (every BERT/RoBERTa-style tokenizer), a pad token, and single-sentence segment ids of 0."""
+        return (tokenizer.padding_side == "right" and tokenizer.truncation_side == "right"
+                and tokenizer.pad_token_id is not None and getattr(tokenizer, "pad_token_type_id", 0) == 0)
+
+    def __call__(self, texts: list[str], lines: list[int | None]) -> dict[str, torch.Tensor]:
+        """``lines[i]``: the corpus line that ``texts[i]`` is, or None for a text to tokenise now."""
+        new = [text for text, line in zip(texts, lines, strict=True) if line is None]
+        fresh = iter(self.tokenizer(new, add_special_tokens=False, return_attention_mask=False,
+                                    return_token_type_ids=False, verbose=False)["input_ids"] if new else ())
+        rows = [self.prefix + (next(fresh) if line is None else self.ids.line(line).tolist())[:self.room] + self.suffix
+                for line in lines]
+        return padded(rows, self.pad_id, self.token_types)

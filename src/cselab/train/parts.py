@@ -3,6 +3,7 @@ head, objective, step plan, data loader, optimiser and learning-rate schedule.""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +16,7 @@ from cselab.data.indexed import read_corpus
 from cselab.data.masking import MaskedBatch, MlmMasking
 from cselab.data.packing import PackedBlocks, PackedCollator, block_tokens
 from cselab.data.split import LineSplit, count_held_out, hold_out, lines_of
-from cselab.data.token_cache import token_ids, tokenizer_fingerprint
+from cselab.data.token_cache import SentenceTokenizer, token_ids, tokenizer_fingerprint
 from cselab.data.views import ViewBuilder
 from cselab.data.wordpiece import WordPieceVocabulary, wordpiece_tokenizer
 from cselab.errors import ConfigError
@@ -72,7 +73,8 @@ def build_parts(config: Config, device: torch.device, processes: int = 1, rank: 
     else:
         items, held_out = training_lines, lines_of(corpus, split.validation)
         collator = Collator(encoder.tokenize, views, objective.encodes_views, masking, rank,
-                            encode_negatives_twice=objective.encodes_negatives_twice)
+                            encode_negatives_twice=objective.encodes_negatives_twice,
+                            cached=sentence_tokenizer(items, encoder, config))
     validation = [] if masking is None else validation_batches(collator, held_out, config.optim.batch_size)
     return RunParts(items, stats, encoder, head, objective, trainable, plan_steps(items, config, processes), collator,
                     validation, [] if vocabulary is None else [vocabulary.note()], trained_vocabulary)
@@ -115,6 +117,14 @@ def corpus_vocabulary(config: Config, training_lines, rank: int = 0) -> WordPiec
     positions = (config.model.from_config or {}).get("max_position_embeddings")
     positions = positions if isinstance(positions, int) and not isinstance(positions, bool) and positions > 0 else 512
     return wordpiece_tokenizer(training_lines, size, model_max_length=positions, progress=rank == 0)
+
+
+def sentence_tokenizer(lines: Sequence[str], encoder: SentenceEncoder, config: Config) -> SentenceTokenizer | None:
+    """Cached ids for the training lines (data.cache_token_ids), where they rebuild the tokenizer's
+    batches exactly."""
+    if not config.data.cache_token_ids or not SentenceTokenizer.fits(encoder.tokenizer):
+        return None
+    return SentenceTokenizer(encoder.tokenizer, encoder.max_seq_len, token_ids(lines, encoder.tokenizer))
 
 
 def build_encoder(config: Config, tokenizer=None) -> SentenceEncoder:
