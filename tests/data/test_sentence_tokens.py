@@ -35,6 +35,14 @@ class Recording:
         return getattr(self.tokenizer, name)
 
 
+def recorded_views(recipe: str, corpus: list[str], encoder) -> tuple[ViewBuilder, SentenceTokenizer, Recording]:
+    """The recipe's views, and a cache-reading tokenizer whose tokenizer records what it is asked."""
+    recording = Recording(encoder.tokenizer)
+    cached = SentenceTokenizer(recording, encoder.max_seq_len, token_ids(corpus, encoder.tokenizer))
+    recording.seen.clear()  # the special tokens' probe
+    return ViewBuilder(load_config(recipe, []).views, corpus, seed=0), cached, recording
+
+
 def same(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> bool:
     return got.keys() == expected.keys() and all(torch.equal(got[k], expected[k]) for k in expected)
 
@@ -59,11 +67,7 @@ def test_rows_from_the_cache_equal_the_tokenizers_batch(tiny_encoder, special):
 def test_collator_tokenises_only_the_texts_an_augmenter_changed(tiny_encoder):
     """UNA's negatives are new texts; its anchors and dropout positives are corpus lines (from the cache)."""
     corpus = lines(64, seed=2)
-    config = load_config("una", [])
-    views = ViewBuilder(config.views, corpus, seed=0)
-    recording = Recording(tiny_encoder.tokenizer)
-    cached = SentenceTokenizer(recording, tiny_encoder.max_seq_len, token_ids(corpus, tiny_encoder.tokenizer))
-    recording.seen.clear()  # the special tokens' probe
+    views, cached, recording = recorded_views("una", corpus, tiny_encoder)
     indices = list(range(0, 64, 4))
     sentences = [corpus[i] for i in indices]
     with_cache = Collator(tiny_encoder.tokenize, views, cached=cached, encode_negatives_twice=True)(
@@ -78,11 +82,7 @@ def test_mlm_rows_come_from_the_cache(tiny_encoder):
     from cselab.data.masking import MlmMasking
 
     corpus = lines(20, seed=3)
-    config = load_config("simcse", [])
-    views = ViewBuilder(config.views, corpus, seed=0)
-    recording = Recording(tiny_encoder.tokenizer)
-    cached = SentenceTokenizer(recording, tiny_encoder.max_seq_len, token_ids(corpus, tiny_encoder.tokenizer))
-    recording.seen.clear()  # the special tokens' probe
+    views, cached, recording = recorded_views("simcse", corpus, tiny_encoder)
     masking = MlmMasking(tiny_encoder.tokenizer)
     indices = [3, 5, 8, 13]
     sentences = [corpus[i] for i in indices]
