@@ -119,10 +119,11 @@ def main() -> None:
     notes += [f"- {name}: {n:,} lines in {s:.2f} s ({n / s:,.0f} lines/s)" for name, (n, s) in fills.items()]
     notes += ["", f"Median of {args.rounds} alternating rounds of {args.steps} steps, batch 64, max_seq_len 32, "
               "one thread; a step's time includes its views (augmentations) and MLM masking. The peer row's "
-              "ratio is its time over cselab's cached SimCSE step. Command: python benchmarks/bench_collate.py"]
+              "ratio is its time over cselab's cached SimCSE step. Command: python benchmarks/bench_collate.py "
+              f"--steps {args.steps} --rounds {args.rounds}"]
     path = write_results("collate_speed", data, "Building a step's batch: cached token ids vs tokenising every row",
-                         ["recipe", "tokenised every step (ms/step)", "cached ids (ms/step)", "cached is faster by"], rows,
-                         "\n".join(notes))
+                         ["recipe", "tokenised every step (ms/step)", "cached ids (ms/step)", "cached is faster by"],
+                         rows, "\n".join(notes))
     print(path.read_text())
 
 
