@@ -53,7 +53,7 @@ sweep() {  # half recipe seed
     --corpus "$CORPUS" --data-dir "$DEV" --eval-split dev --tasks "$TASKS" --transfer-mode fast \
     --set data.max_sentences="$SAMPLE" --set train.eval_steps=25 --set train.save_steps=25 \
     --set model.pooler=auto \
-    --out "$RUNS/reproduction-$1" > "$RUNS/logs/reproduction-$1-$2-$3.log" 2>&1 \
+    --out "$RUNS/reproduction-$1" >> "$RUNS/logs/reproduction-$1-$2-$3.log" 2>&1 \
     || echo "reproduction.sh: $2 seed $3 failed (benchmarks/runs/logs/reproduction-$1-$2-$3.log); going on" >&2
 }
 
