@@ -70,8 +70,10 @@ def _fsync(path: Path) -> None:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Replace ``path`` with ``data`` as JSON; readers see the old or the new file, never half of one."""
-    tmp = path.with_name(f".{path.name}.tmp")
+    """Replace ``path`` with ``data`` as JSON; readers see the old or the new file, never half of one.
+    The temporary file is the process's own: two processes writing one file (two sweeps sharing an
+    output folder) would otherwise write into, and rename away, each other's temporary file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="utf-8") as handle:
         handle.write(json.dumps(data, indent=2))
         handle.flush()
