@@ -75,7 +75,8 @@ def test_collator_tokenises_only_the_texts_an_augmenter_changed(tiny_encoder):
     without = Collator(tiny_encoder.tokenize, views, encode_negatives_twice=True)((0, sentences))
     assert same(with_cache.features, without.features) and with_cache.roles == without.roles
     changed = [n for n, s in zip(with_cache.views.negatives, sentences, strict=True) if n != s]
-    assert changed and recording.seen == changed + changed  # the negatives' two views, nothing else
+    # Both of a negative's views are that one text: each is tokenised once, and nothing else is.
+    assert changed and recording.seen == list(dict.fromkeys(changed))
 
 
 def test_mlm_rows_come_from_the_cache(tiny_encoder):
@@ -95,6 +96,60 @@ def test_mlm_rows_come_from_the_cache(tiny_encoder):
 def test_tokenizers_padding_on_the_left_are_not_rebuilt(tiny_encoder):
     tiny_encoder.tokenizer.padding_side = "left"
     assert not SentenceTokenizer.fits(tiny_encoder.tokenizer)
+
+
+def test_tokenizers_with_non_zero_segment_ids_are_not_rebuilt(tiny_encoder):
+    """Funnel gives its [CLS] segment id 2; rows rebuilt from the cache would say 0."""
+    assert SentenceTokenizer.fits(tiny_encoder.tokenizer)
+    tokenizer = tiny_encoder.tokenizer
+
+    class SegmentTwoFirst:
+        def __call__(self, text, **kwargs):
+            encoded = dict(tokenizer(text, **kwargs))
+            encoded["token_type_ids"] = [2] + [0] * (len(encoded["input_ids"]) - 1)
+            return encoded
+
+        def __getattr__(self, name):
+            return getattr(tokenizer, name)
+
+    assert not SentenceTokenizer.fits(SegmentTwoFirst())
+
+
+def test_the_cache_key_names_the_cache_and_reader_versions(tiny_encoder, monkeypatch):
+    """A change to the cache's layout or to how lines are read must not reuse ids written before it."""
+    from cselab.data import token_cache
+
+    corpus = lines(10, seed=4)
+    first = token_ids(corpus, tiny_encoder.tokenizer).key
+    monkeypatch.setattr(token_cache, "TOKEN_CACHE_VERSION", "test-layout")
+    second = token_ids(corpus, tiny_encoder.tokenizer).key
+    monkeypatch.setattr(token_cache, "READER_VERSION", "test-reader")
+    third = token_ids(corpus, tiny_encoder.tokenizer).key
+    assert len({first, second, third}) == 3
+
+
+def test_ids_are_stored_wide_enough_for_the_largest_id(tiny_encoder, tmp_path):
+    """An added token's id can lie past the vocabulary's size: the width follows the largest id."""
+    from cselab.data.token_cache import TokenIds, _write
+
+    tokenizer = tiny_encoder.tokenizer
+    vocab = tokenizer.get_vocab()
+
+    class FarAddedId:
+        def get_vocab(self):
+            return {**vocab, "[FAR]": 70_000}
+
+        def __len__(self):
+            return len(vocab) + 1  # the size alone would fit uint16
+
+        def __call__(self, *args, **kwargs):
+            return tokenizer(*args, **kwargs)
+
+    corpus = lines(5, seed=5)
+    _write(tmp_path, "narrow", corpus, tokenizer)
+    _write(tmp_path, "wide", corpus, FarAddedId())
+    assert TokenIds(tmp_path, "narrow").ids.dtype == "uint16"
+    assert TokenIds(tmp_path, "wide").ids.dtype == "uint32"
 
 
 def test_training_with_and_without_the_cache_is_the_same_run(tiny_corpus, tmp_path):
@@ -123,3 +178,28 @@ def test_training_with_and_without_the_cache_is_the_same_run(tiny_corpus, tmp_pa
     assert cached_files() == before  # off: nothing cached
     assert losses(True) == tokenised_each_step
     assert cached_files() - before  # on: this corpus was tokenised into the cache
+
+
+def test_a_slow_tokenizers_fingerprint_is_what_it_does_not_where_it_was_loaded(tmp_path):
+    """The same vocabulary and options from two folders: one cache; another casing or accent rule
+    (the vocabulary alone would not tell them apart): another cache."""
+    import shutil
+
+    from transformers import BertTokenizer
+
+    from cselab.data.token_cache import tokenizer_fingerprint
+    from cselab.model.encoder import resolve_model_path
+
+    vocab = tmp_path / "vocab.txt"
+    shutil.copy(f"{resolve_model_path('minilm')}/vocab.txt", vocab)
+    copies = []
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        shutil.copy(vocab, tmp_path / name / "vocab.txt")
+        copies.append(BertTokenizer.from_pretrained(tmp_path / name, do_lower_case=True))
+    cased = BertTokenizer.from_pretrained(tmp_path / "one", do_lower_case=False)
+    accented = BertTokenizer.from_pretrained(tmp_path / "one", do_lower_case=True, strip_accents=False)
+    assert accented.tokenize("café") != copies[0].tokenize("café")
+    assert tokenizer_fingerprint(copies[0]) == tokenizer_fingerprint(copies[1])
+    assert tokenizer_fingerprint(copies[0]) != tokenizer_fingerprint(cased)
+    assert tokenizer_fingerprint(copies[0]) != tokenizer_fingerprint(accented)

@@ -31,11 +31,22 @@ import numpy as np
 import torch
 
 from cselab.data.corpus import corpus_fingerprint
-from cselab.data.indexed import cache_dir, own_part
+from cselab.data.indexed import READER_VERSION, cache_dir, own_part
 
 log = logging.getLogger(__name__)
 
 TOKENIZE_CHUNK = 4096  # lines per call of the (batched, Rust) tokenizer
+# Part of every cache key: raised when the files' layout or meaning changes, so old caches are not read.
+TOKEN_CACHE_VERSION = "2"
+
+
+# Settings a tokenizer keeps that say where it was loaded from or how its last call padded and
+# truncated: not what it does to a text, so not part of its fingerprint.
+NOT_IDENTITY = frozenset({
+    "truncation", "padding", "name_or_path", "vocab_file", "merges_file", "tokenizer_file", "special_tokens_map_file",
+    "cache_dir", "local_files_only", "revision", "token", "use_fast", "_commit_hash", "model_max_length",
+    "padding_side", "truncation_side",
+})
 
 
 def tokenizer_fingerprint(tokenizer) -> str:
@@ -43,10 +54,10 @@ def tokenizer_fingerprint(tokenizer) -> str:
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
         serialised = json.loads(backend.to_str())
-        # Truncation and padding are per-call settings the tokenizer keeps from its last call: not its identity.
-        rules = json.dumps({k: v for k, v in serialised.items() if k not in ("truncation", "padding")})
-    else:  # a slow (Python) tokenizer: its vocabulary and casing
-        rules = json.dumps([sorted(tokenizer.get_vocab().items()), tokenizer.init_kwargs.get("do_lower_case")])
+        rules = json.dumps({k: v for k, v in serialised.items() if k not in NOT_IDENTITY})
+    else:  # a slow (Python) tokenizer: its vocabulary and the options it was built with (casing, accents, ...)
+        options = {k: v for k, v in tokenizer.init_kwargs.items() if k not in NOT_IDENTITY}
+        rules = json.dumps([sorted(tokenizer.get_vocab().items()), options], sort_keys=True, default=str)
     return hashlib.sha256(f"{type(tokenizer).__name__}|{rules}".encode()).hexdigest()
 
 
@@ -81,7 +92,9 @@ class TokenIds:
 
 def token_ids(corpus: Sequence[str], tokenizer) -> TokenIds:
     """The corpus's token ids under ``tokenizer``: read from the cache, or tokenised into it now."""
-    key = hashlib.sha256(f"{corpus_fingerprint(corpus)}|{tokenizer_fingerprint(tokenizer)}".encode()).hexdigest()[:24]
+    # The reader's version too: a fix to how lines are read or cleaned changes the ids of a line.
+    identity = f"{TOKEN_CACHE_VERSION}|{READER_VERSION}|{corpus_fingerprint(corpus)}|{tokenizer_fingerprint(tokenizer)}"
+    key = hashlib.sha256(identity.encode()).hexdigest()[:24]
     directory = cache_dir("token-ids")
     if not (directory / f"{key}.ids.npy").is_file():
         directory.mkdir(parents=True, exist_ok=True)
@@ -91,7 +104,8 @@ def token_ids(corpus: Sequence[str], tokenizer) -> TokenIds:
 
 
 def _write(directory: Path, key: str, corpus: Sequence[str], tokenizer) -> None:
-    dtype = np.uint16 if len(tokenizer) <= np.iinfo(np.uint16).max + 1 else np.uint32
+    # By the largest id, not the vocabulary's size: added tokens' ids need not follow the vocabulary's.
+    dtype = np.uint16 if max(tokenizer.get_vocab().values()) <= np.iinfo(np.uint16).max else np.uint32
     raw = own_part(directory / f"{key}.ids.raw")
     starts = np.zeros(len(corpus) + 1, dtype=np.int64)
     from tqdm.auto import tqdm
@@ -188,15 +202,20 @@ class SentenceTokenizer:
     @staticmethod
     def fits(tokenizer) -> bool:
         """Whether a batch can be rebuilt from cached ids exactly: right-side padding and truncation
-        (every BERT/RoBERTa-style tokenizer), a pad token, and single-sentence segment ids of 0."""
+        (every BERT/RoBERTa-style tokenizer), a pad token, and single-sentence segment ids of 0 (Funnel,
+        for one, gives its [CLS] segment id 2: its rows are tokenised per step)."""
+        segments = tokenizer("a").get("token_type_ids") or ()
         return (tokenizer.padding_side == "right" and tokenizer.truncation_side == "right"
-                and tokenizer.pad_token_id is not None and getattr(tokenizer, "pad_token_type_id", 0) == 0)
+                and tokenizer.pad_token_id is not None and getattr(tokenizer, "pad_token_type_id", 0) == 0
+                and not any(segments))
 
     def __call__(self, texts: list[str], lines: list[int | None]) -> dict[str, torch.Tensor]:
         """``lines[i]``: the corpus line that ``texts[i]`` is, or None for a text to tokenise now."""
-        new = [text for text, line in zip(texts, lines, strict=True) if line is None]
-        fresh = iter(self.tokenizer(new, add_special_tokens=False, return_attention_mask=False,
-                                    return_token_type_ids=False, verbose=False)["input_ids"] if new else ())
-        rows = [self.prefix + (next(fresh) if line is None else self.ids.line(line).tolist())[:self.room] + self.suffix
-                for line in lines]
+        # Each distinct new text once: an augmenter's output often appears in more than one view.
+        new = list(dict.fromkeys(text for text, line in zip(texts, lines, strict=True) if line is None))
+        encoded = self.tokenizer(new, add_special_tokens=False, return_attention_mask=False,
+                                 return_token_type_ids=False, verbose=False)["input_ids"] if new else []
+        fresh = dict(zip(new, encoded, strict=True))
+        rows = [self.prefix + (fresh[text] if line is None else self.ids.line(line).tolist())[:self.room] + self.suffix
+                for text, line in zip(texts, lines, strict=True)]
         return padded(rows, self.pad_id, self.token_types)

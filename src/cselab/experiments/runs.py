@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +31,24 @@ def recipe_label(recipe: str) -> str:
 
 def run_path(out: Path, recipe: str, seed: int) -> Path:
     return Path(out) / recipe_label(recipe) / f"seed-{seed}"
+
+
+def files_outside_checkpoints(root: Path) -> Iterator[Path]:
+    """The files below ``root``, in name order, without descending into ``checkpoints`` folders:
+    those come and go while a run trains, and hold no run's saved model or results. A folder that
+    vanishes or cannot be read during the walk is passed over; any other error is raised."""
+    def passed_over(error: OSError) -> None:
+        if not isinstance(error, (FileNotFoundError, PermissionError)):
+            raise error
+
+    for folder, subfolders, files in os.walk(root, onerror=passed_over):
+        subfolders[:] = sorted(name for name in subfolders if name != "checkpoints")
+        yield from (Path(folder) / name for name in sorted(files))
+
+
+def run_directories(root: Path) -> list[Path]:
+    """The run directories below ``root`` (each holds a run config), read safely while a sweep writes."""
+    return [path.parent for path in files_outside_checkpoints(root) if path.name == RUN_CONFIG]
 
 
 def read_json(path: Path) -> dict | None:
@@ -139,7 +159,7 @@ def find_runs(paths: list[str | Path]) -> list[Run]:
         if (path / RUN_CONFIG).is_file():
             candidates = [path]
         else:
-            candidates = sorted(p.parent for p in path.rglob(RUN_CONFIG) if "checkpoints" not in p.parts)
+            candidates = sorted(run_directories(path))
             if not candidates:
                 raise ExperimentError(f"{path}: no run directories below it (none holds {RUN_CONFIG})")
         found += [c for c in candidates if c.resolve() not in {f.resolve() for f in found}]

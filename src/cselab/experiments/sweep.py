@@ -18,7 +18,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cselab.experiments import ExperimentError
-from cselab.experiments.runs import SUMMARY, VERSIONS, eval_file, read_json, recipe_label, run_path, write_json
+from cselab.experiments.runs import (
+    SUMMARY,
+    VERSIONS,
+    eval_file,
+    files_outside_checkpoints,
+    read_json,
+    recipe_label,
+    run_directories,
+    run_path,
+    write_json,
+)
 from cselab.experiments.versions import library_versions
 
 SWEEP_FILE = "sweep.json"
@@ -165,8 +175,8 @@ def model_fingerprint(path: Path) -> str:
     """
     import hashlib
 
-    entries = [[str(f.relative_to(path)), f.stat().st_size, f.stat().st_mtime_ns]
-               for f in sorted(path.rglob("*.safetensors")) if "checkpoints" not in f.relative_to(path).parts]
+    weights = [f for f in files_outside_checkpoints(path) if f.suffix == ".safetensors"]
+    entries = [[str(f.relative_to(path)), f.stat().st_size, f.stat().st_mtime_ns] for f in sorted(weights)]
     marker = path / "best_model.json"
     entries.append(marker.read_text(encoding="utf-8") if marker.is_file() else None)
     return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
@@ -289,7 +299,7 @@ def aggregate(settings: SweepSettings, outcomes: list[Outcome], seconds: float) 
     from cselab.experiments.stats import build_tables
 
     out = Path(settings.out)
-    runs = find_runs([out]) if any(out.rglob("train_config.json")) else []
+    runs = find_runs([out]) if run_directories(out) else []
     split = settings.eval_split if settings.evaluate else None
     tables = build_tables(runs, split, baseline=None) if split else []
     entries = []

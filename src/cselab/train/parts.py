@@ -122,7 +122,11 @@ def corpus_vocabulary(config: Config, training_lines, rank: int = 0) -> WordPiec
 def sentence_tokenizer(lines: Sequence[str], encoder: SentenceEncoder, config: Config) -> SentenceTokenizer | None:
     """Cached ids for the training lines (data.cache_token_ids), where they rebuild the tokenizer's
     batches exactly."""
-    if not config.data.cache_token_ids or not SentenceTokenizer.fits(encoder.tokenizer):
+    if not config.data.cache_token_ids:
+        return None
+    if not SentenceTokenizer.fits(encoder.tokenizer):
+        log.warning("data.cache_token_ids: %s pads or truncates on the left or gives non-zero segment ids; "
+                    "each step's rows are tokenised at the step instead", type(encoder.tokenizer).__name__)
         return None
     return SentenceTokenizer(encoder.tokenizer, encoder.max_seq_len, token_ids(lines, encoder.tokenizer))
 

@@ -1,0 +1,63 @@
+"""Reading run directories while a sweep writes them: checkpoint folders are not walked, and a
+folder that vanishes mid-walk (a checkpoint rotated away, a run restarted) does not stop a report."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from cselab.experiments.runs import RUN_CONFIG, files_outside_checkpoints, run_directories
+
+
+def make_runs(root):
+    for recipe in ("simcse", "una"):
+        run = root / recipe / "seed-42"
+        (run / "checkpoints" / "step-00000025").mkdir(parents=True)
+        (run / RUN_CONFIG).write_text("{}")
+        (run / "model.safetensors").write_text("w")
+        (run / "checkpoints" / "step-00000025" / RUN_CONFIG).write_text("{}")  # a checkpoint's copy
+    (root / "logs").mkdir()
+
+
+def test_run_directories_are_found_without_entering_checkpoints(tmp_path, monkeypatch):
+    make_runs(tmp_path)
+    entered = []
+    real = os.scandir
+
+    def recording(path="."):
+        entered.append(os.fspath(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", recording)
+    assert run_directories(tmp_path) == [tmp_path / "simcse" / "seed-42", tmp_path / "una" / "seed-42"]
+    assert not any("checkpoints" in path for path in entered)
+
+
+def test_a_folder_vanishing_mid_walk_is_passed_over(tmp_path, monkeypatch):
+    make_runs(tmp_path)
+    real = os.scandir
+
+    def vanishing(path="."):
+        if os.fspath(path).endswith("una"):
+            raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", vanishing)
+    assert run_directories(tmp_path) == [tmp_path / "simcse" / "seed-42"]
+    from cselab.experiments.sweep import model_fingerprint
+
+    model_fingerprint(tmp_path)  # the sweep's weight fingerprint walks the same way
+
+
+def test_other_errors_during_the_walk_are_raised(tmp_path, monkeypatch):
+    make_runs(tmp_path)
+    real = os.scandir
+
+    def broken(path="."):
+        if os.fspath(path).endswith("una"):
+            raise OSError(5, "Input/output error", os.fspath(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", broken)
+    with pytest.raises(OSError, match="Input/output"):
+        list(files_outside_checkpoints(tmp_path))
