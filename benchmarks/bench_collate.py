@@ -9,8 +9,9 @@ batch 64, as the simcse recipe trains. For each recipe the same steps' batches (
 MLM masking where the recipe has it) are built by cselab's Collator both ways, in alternating rounds
 (paired: both see the same machine load). The peer is sentence-transformers' own per-step
 tokenisation (``SentenceTransformer.tokenize``, which its data collator calls for each column) of
-the SimCSE batch (each sentence and its dropout copy, 128 rows), at the same max_seq_length 32.
-The one-time cost is ``token_ids`` on an empty cache: the 11,913 wiki lines, and the 459,003 lines of
+the simcse recipe's batches (each sentence and its dropout copy, 128 rows) on the same steps, at the
+same max_seq_length 32, timed in the same alternating rounds as the simcse recipe.
+The one-time cost is ``token_ids`` on an empty cache: the 11,913 wiki lines, and the 463,615 lines of
 the pre-training corpus where ../shared has it.
 Results: benchmarks/results/collate_speed.{json,md}.
 """
@@ -44,6 +45,17 @@ def collator(recipe: str, corpus: Path, cache: bool):
                                   f"data.corpus={corpus}", f"data.cache_token_ids={str(cache).lower()}"])
     parts = build_parts(config, torch.device("cpu"))
     return parts.collator, StepDataset(parts.corpus, parts.plan)
+
+
+def sentence_transformers_tokenize():
+    """The peer's per-step tokenisation: sentence-transformers' own, for MiniLM at max_seq_length 32."""
+    from sentence_transformers import SentenceTransformer
+
+    from cselab.model.encoder import resolve_model_path
+
+    peer = SentenceTransformer(resolve_model_path("minilm"), device="cpu")
+    peer.max_seq_length = 32
+    return getattr(peer, "preprocess", peer.tokenize)  # renamed in sentence-transformers 5
 
 
 def seconds(collator, items) -> float:
@@ -81,30 +93,26 @@ def main() -> None:
     torch.set_num_threads(1)
     wiki = require_shared() / "corpus" / "wiki1m-first-11913.txt"
     rows, data = [], {"steps": args.steps, "rounds": args.rounds, "batch_size": 64, "max_seq_len": 32, "recipes": {}}
+    peer = sentence_transformers_tokenize()
     for recipe in RECIPES:
         with_cache, dataset = collator(recipe, wiki, cache=True)
         without, _ = collator(recipe, wiki, cache=False)
         items = [dataset[k] for k in range(args.steps)]
-        seconds(with_cache, items), seconds(without, items)  # warm-up: models loaded, per-sentence caches filled
-        timed = {"cached": [], "tokenised": []}
+        sides = {"cached": (with_cache, items), "tokenised": (without, items)}  # name: (builder, its inputs)
+        if recipe == "simcse":  # the peer tokenises these same steps' rows, in the same rounds
+            sides["peer"] = (peer, [sentences + sentences for _, sentences, _ in items])
+        for build, inputs in sides.values():  # warm-up: models loaded, per-sentence caches filled
+            seconds(build, inputs)
+        timed = {name: [] for name in sides}
         for _ in range(args.rounds):
-            timed["cached"].append(seconds(with_cache, items) / args.steps * 1000)
-            timed["tokenised"].append(seconds(without, items) / args.steps * 1000)
+            for name, (build, inputs) in sides.items():
+                timed[name].append(seconds(build, inputs) / args.steps * 1000)
         cached, tokenised = statistics.median(timed["cached"]), statistics.median(timed["tokenised"])
-        data["recipes"][recipe] = {"ms_per_step": timed}
+        data["recipes"][recipe] = {"ms_per_step": {k: timed[k] for k in ("cached", "tokenised")}}
         rows.append([recipe, round(tokenised, 2), round(cached, 2), round(tokenised / cached, 2)])
-    from sentence_transformers import SentenceTransformer
-
-    from cselab.model.encoder import resolve_model_path
-
-    peer = SentenceTransformer(resolve_model_path("minilm"), device="cpu")
-    peer.max_seq_length = 32
-    simcse_rows = [sentences + sentences for _, sentences, _ in (dataset[k] for k in range(args.steps))]
-    tokenize = getattr(peer, "preprocess", peer.tokenize)  # renamed in sentence-transformers 5
-    peer_ms = statistics.median(seconds(tokenize, simcse_rows) / args.steps * 1000
-                                for _ in range(args.rounds))
-    simcse_cached = statistics.median(data["recipes"]["simcse"]["ms_per_step"]["cached"])
-    data["sentence_transformers_tokenize_ms_per_step"] = peer_ms
+        if "peer" in timed:
+            peer_ms, simcse_cached = statistics.median(timed["peer"]), cached
+            data["sentence_transformers_tokenize_ms_per_step"] = timed["peer"]
     rows.append(["simcse, sentence-transformers tokenize (peer)", round(peer_ms, 2), "",
                  round(peer_ms / simcse_cached, 2)])
     from cselab.data.indexed import read_corpus
