@@ -61,3 +61,33 @@ def test_other_errors_during_the_walk_are_raised(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "scandir", broken)
     with pytest.raises(OSError, match="Input/output"):
         list(files_outside_checkpoints(tmp_path))
+
+
+def test_the_weight_fingerprint_is_the_one_stored_evaluations_were_keyed_by(tmp_path):
+    """The sweep's fingerprint of a run must not change with how the folder is walked, or every
+    stored evaluation would be redone: here it equals the formula before the walk was shared."""
+    import hashlib
+    import json
+
+    from cselab.experiments.sweep import model_fingerprint
+
+    make_runs(tmp_path)
+    run = tmp_path / "una" / "seed-42"
+    for name in ("best-transfer_dev/model.safetensors", "checkpoints/step-00000025/model.safetensors",
+                 "1_Pooling/a.safetensors", ".hidden.safetensors"):
+        (run / name).parent.mkdir(parents=True, exist_ok=True)
+        (run / name).write_text(name)
+    (run / "best_model.json").write_text('{"step": 25}')
+    before = [[str(f.relative_to(run)), f.stat().st_size, f.stat().st_mtime_ns]
+              for f in sorted(run.rglob("*.safetensors")) if "checkpoints" not in f.relative_to(run).parts]
+    before.append('{"step": 25}')
+    assert model_fingerprint(run) == hashlib.sha256(json.dumps(before).encode()).hexdigest()
+
+
+def test_a_file_named_as_runs_is_a_one_line_error(tmp_path):
+    from cselab.experiments import ExperimentError
+    from cselab.experiments.runs import find_runs
+
+    (tmp_path / "report.json").write_text("{}")
+    with pytest.raises(ExperimentError, match="report.json: not a run directory"):
+        find_runs([tmp_path / "report.json"])

@@ -28,3 +28,14 @@ def test_two_processes_rewriting_one_file_never_fail_and_leave_whole_json(tmp_pa
     assert reported == [] and all(process.exitcode == 0 for process in writers)
     assert json.loads(path.read_text())["i"] == 399
     assert [p.name for p in tmp_path.iterdir()] == ["sweep.json"]  # no temporary file left behind
+
+
+def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary_file(tmp_path):
+    path = tmp_path / "summary.json"
+    write_json_atomic(path, {"finished": True})
+    try:
+        write_json_atomic(path, {"finished": object()})  # not JSON: fails before the rename
+    except TypeError:
+        pass
+    assert json.loads(path.read_text()) == {"finished": True}
+    assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]

@@ -5,14 +5,16 @@ Packing (``data/packing.py``) reads token ids, not text, and sentence-view train
 tokenising a corpus takes minutes, so it is done once, shared by every run, seed and epoch on that
 corpus, and kept beside the corpus's line index (``$CSELAB_CACHE/token-ids``, default
 ``~/.cache/cselab``). The key is the corpus fingerprint (its content digest and kept lines,
-``data/indexed.py``) and the tokenizer's (its whole serialised vocabulary and rules): editing the
-file or changing the vocabulary tokenises again; touching or moving the file does not.
+``data/indexed.py``), the tokenizer's (its whole serialised vocabulary and rules), and the versions
+of the corpus reader and of this cache's layout: editing the file, changing the vocabulary or a
+release that reads lines or lays out the files differently tokenises again; touching or moving the
+file does not.
 
 Three ``.npy`` files per key (no pickle anywhere), each written to a file of its own process and
 then moved into place, the ids last (whoever sees them sees the other two):
 
 * ``KEY.ids.npy``: all lines' ids, concatenated, without special tokens (uint16 when the
-  vocabulary fits, else uint32); read memory-mapped, so memory stays flat for any corpus size.
+  largest id fits, else uint32); read memory-mapped, so memory stays flat for any corpus size.
 * ``KEY.starts.npy``: (lines + 1,) int64; line i's ids are ``ids[starts[i]:starts[i + 1]]``.
 * ``KEY.documents.npy``: (lines,) bool; line i begins a document (the first line, and any line
   after a blank one in the corpus file: a spooled copy of a ``.gz``/CSV/dataset source has none).
@@ -44,9 +46,17 @@ TOKEN_CACHE_VERSION = "2"
 # truncated: not what it does to a text, so not part of its fingerprint.
 NOT_IDENTITY = frozenset({
     "truncation", "padding", "name_or_path", "vocab_file", "merges_file", "tokenizer_file", "special_tokens_map_file",
-    "cache_dir", "local_files_only", "revision", "token", "use_fast", "_commit_hash", "model_max_length",
-    "padding_side", "truncation_side",
+    "cache_dir", "local_files_only", "revision", "token", "use_fast", "_commit_hash", "is_local", "model_max_length",
+    "padding_side", "truncation_side", "max_length", "stride", "truncation_strategy", "pad_to_multiple_of",
+    "pad_token_type_id",
 })
+
+
+def _option(value):
+    """A build option as JSON: an added token with its flags (lstrip, normalized, ...), which change
+    how text around it is split, not by its text alone."""
+    state = value.__getstate__() if hasattr(value, "__getstate__") else None
+    return state if isinstance(state, dict) else str(value)
 
 
 def tokenizer_fingerprint(tokenizer) -> str:
@@ -57,7 +67,7 @@ def tokenizer_fingerprint(tokenizer) -> str:
         rules = json.dumps({k: v for k, v in serialised.items() if k not in NOT_IDENTITY})
     else:  # a slow (Python) tokenizer: its vocabulary and the options it was built with (casing, accents, ...)
         options = {k: v for k, v in tokenizer.init_kwargs.items() if k not in NOT_IDENTITY}
-        rules = json.dumps([sorted(tokenizer.get_vocab().items()), options], sort_keys=True, default=str)
+        rules = json.dumps([sorted(tokenizer.get_vocab().items()), options], sort_keys=True, default=_option)
     return hashlib.sha256(f"{type(tokenizer).__name__}|{rules}".encode()).hexdigest()
 
 

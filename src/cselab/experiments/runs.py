@@ -34,9 +34,10 @@ def run_path(out: Path, recipe: str, seed: int) -> Path:
 
 
 def files_outside_checkpoints(root: Path) -> Iterator[Path]:
-    """The files below ``root``, in name order, without descending into ``checkpoints`` folders:
-    those come and go while a run trains, and hold no run's saved model or results. A folder that
-    vanishes or cannot be read during the walk is passed over; any other error is raised."""
+    """The files below ``root`` (a folder's own in name order, then its subfolders'), without
+    descending into ``checkpoints`` folders: those come and go while a run trains, and hold no run's
+    saved model or results. A folder that vanishes or cannot be read during the walk is passed over;
+    any other error is raised."""
     def passed_over(error: OSError) -> None:
         if not isinstance(error, (FileNotFoundError, PermissionError)):
             raise error
@@ -158,6 +159,8 @@ def find_runs(paths: list[str | Path]) -> list[Run]:
             raise FileNotFoundError(f"{path}: not found")
         if (path / RUN_CONFIG).is_file():
             candidates = [path]
+        elif not path.is_dir():
+            raise ExperimentError(f"{path}: not a run directory or a folder of runs")
         else:
             candidates = sorted(run_directories(path))
             if not candidates:

@@ -175,7 +175,7 @@ def model_fingerprint(path: Path) -> str:
     """
     import hashlib
 
-    weights = [f for f in files_outside_checkpoints(path) if f.suffix == ".safetensors"]
+    weights = [f for f in files_outside_checkpoints(path) if f.name.endswith(".safetensors")]
     entries = [[str(f.relative_to(path)), f.stat().st_size, f.stat().st_mtime_ns] for f in sorted(weights)]
     marker = path / "best_model.json"
     entries.append(marker.read_text(encoding="utf-8") if marker.is_file() else None)

@@ -25,6 +25,7 @@ import logging
 import os
 import random
 import shutil
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -71,14 +72,18 @@ def _fsync(path: Path) -> None:
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Replace ``path`` with ``data`` as JSON; readers see the old or the new file, never half of one.
-    The temporary file is the process's own: two processes writing one file (two sweeps sharing an
+    The temporary file is a fresh one per call: two writers of one file (two sweeps sharing an
     output folder) would otherwise write into, and rename away, each other's temporary file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(json.dumps(data, indent=2))
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")  # unique across processes and machines
+    try:
+        with open(tmp, "x", encoding="utf-8") as handle:
+            handle.write(json.dumps(data, indent=2))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}

@@ -125,8 +125,9 @@ def sentence_tokenizer(lines: Sequence[str], encoder: SentenceEncoder, config: C
     if not config.data.cache_token_ids:
         return None
     if not SentenceTokenizer.fits(encoder.tokenizer):
-        log.warning("data.cache_token_ids: %s pads or truncates on the left or gives non-zero segment ids; "
-                    "each step's rows are tokenised at the step instead", type(encoder.tokenizer).__name__)
+        log.warning("data.cache_token_ids: %s pads or truncates on the left, has no pad token or gives "
+                    "non-zero segment ids; each step's rows are tokenised at the step instead",
+                    type(encoder.tokenizer).__name__)
         return None
     return SentenceTokenizer(encoder.tokenizer, encoder.max_seq_len, token_ids(lines, encoder.tokenizer))
 
