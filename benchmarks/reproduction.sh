@@ -41,6 +41,8 @@ mkdir -p "$RUNS"
 # thread each (2 cores), take the next job whenever one finishes: a run of AugCSE (4 epochs at batch
 # 128) costs several SimCSE runs, and fixed halves left one core idle for hours. A run's directory
 # is its half's (reproduction-a or -b), so runs of earlier versions of this script are reused.
+# Phase 3 runs its short recipes for every seed first, then AugCSE's set sizes seed by seed: each of
+# those costs several short runs, and a study cut short then lacks only some of them.
 A1=simcse,una,una-random-terms,una-random-replacement,una-random-both,focal
 A2=sda-aa,sda-dn,una-paraphrase
 A3=una-ntxent,example-focal-una-sda,mlm-pretrain
@@ -58,7 +60,7 @@ sweep() {  # half recipe seed
 }
 
 job_list() {  # "half recipe seed" lines; B's first in each group: AugCSE, the longest, starts early
-  for phase in 1 2 3; do
+  for phase in 1 2; do
     for seed in $SEEDS; do
       for half in b a; do
         recipes=${half^^}$phase
@@ -66,6 +68,8 @@ job_list() {  # "half recipe seed" lines; B's first in each group: AugCSE, the l
       done
     done
   done
+  for seed in $SEEDS; do for recipe in ${A3//,/ }; do echo "a $recipe $seed"; done; done
+  for seed in $SEEDS; do for recipe in ${B3//,/ }; do echo "b $recipe $seed"; done; done
 }
 
 if [ -z "${REPORT_ONLY:-}" ]; then
