@@ -33,16 +33,21 @@ def test_run_directories_are_found_without_entering_checkpoints(tmp_path, monkey
     assert not any("checkpoints" in path for path in entered)
 
 
-def test_a_folder_vanishing_mid_walk_is_passed_over(tmp_path, monkeypatch):
-    make_runs(tmp_path)
+def failing_on(monkeypatch, folder: str, error: OSError) -> None:
+    """os.scandir raises ``error`` for paths ending in ``folder`` (as if it vanished, or its disk failed)."""
     real = os.scandir
 
-    def vanishing(path="."):
-        if os.fspath(path).endswith("una"):
-            raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
+    def scandir(path="."):
+        if os.fspath(path).endswith(folder):
+            raise error
         return real(path)
 
-    monkeypatch.setattr(os, "scandir", vanishing)
+    monkeypatch.setattr(os, "scandir", scandir)
+
+
+def test_a_folder_vanishing_mid_walk_is_passed_over(tmp_path, monkeypatch):
+    make_runs(tmp_path)
+    failing_on(monkeypatch, "una", FileNotFoundError(2, "No such file or directory"))
     assert run_directories(tmp_path) == [tmp_path / "simcse" / "seed-42"]
     from cselab.experiments.sweep import model_fingerprint
 
@@ -51,14 +56,7 @@ def test_a_folder_vanishing_mid_walk_is_passed_over(tmp_path, monkeypatch):
 
 def test_other_errors_during_the_walk_are_raised(tmp_path, monkeypatch):
     make_runs(tmp_path)
-    real = os.scandir
-
-    def broken(path="."):
-        if os.fspath(path).endswith("una"):
-            raise OSError(5, "Input/output error", os.fspath(path))
-        return real(path)
-
-    monkeypatch.setattr(os, "scandir", broken)
+    failing_on(monkeypatch, "una", OSError(5, "Input/output error"))
     with pytest.raises(OSError, match="Input/output"):
         list(files_outside_checkpoints(tmp_path))
 
