@@ -29,6 +29,19 @@ def test_list_prints_every_augmenter(capsys):
         assert name in out and AUGMENTERS.describe(name) in out
 
 
+def test_list_tags_the_16_augcse_augmenters_with_their_smallest_set(capsys):
+    assert main(["augment", "--list"]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines() if line.strip()}
+    tagged = {name: next(cell for cell in row if cell.startswith("augcse-"))
+              for name, row in rows.items() if any(cell.startswith("augcse-") for cell in row[1:3])}
+    assert len(tagged) == 16
+    # The 4-set is the paper's asterisks; the 16-set's last four are outside the 12.
+    assert {n for n, s in tagged.items() if s == "augcse-4"} == {"contraction", "back_translation",
+                                                                 "tense_transformation", "random_swap"}
+    assert tagged["color_transformation"] == tagged["number_to_word"] == "augcse-16"
+    assert tagged["yoda"] == "augcse-12" and "eda_random_swap" not in tagged
+
+
 def test_augment_writes_records_and_resumes(corpus, tmp_path):
     out = tmp_path / "aug.jsonl"
     args = ["augment", "--aug", "random_crop,eda_random_swap", "--in", str(corpus), "--out", str(out), "--seed", "3",

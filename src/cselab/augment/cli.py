@@ -101,6 +101,26 @@ def resume_point(out: Path, sentences: list[str], names: list[str]) -> int:
     return done
 
 
+def augcse_column(name: str) -> str:
+    """``augcse-N``: the smallest of AugCSE's Table 3 sets (4/8/12/16, nested) that holds ``name``."""
+    from cselab.augment.augcse import AUGCSE_SUBSETS
+
+    sizes = [size for size, names in sorted(AUGCSE_SUBSETS.items()) if name in names]
+    return f"augcse-{sizes[0]}" if sizes else ""
+
+
+def print_list() -> None:
+    """Every augmenter: name, meaning tag, AugCSE set, description; then what the AugCSE column means."""
+    from cselab.augment import AUGMENTERS
+    from cselab.augment.augcse import AUGCSE_SUBSETS
+
+    for name in AUGMENTERS.names():
+        tag = getattr(AUGMENTERS.get(name), "tag", "")
+        print(f"{name:30s} {tag:19s} {augcse_column(name):10s} {AUGMENTERS.describe(name)}")
+    print(f"\naugcse-N: one of the {len(AUGCSE_SUBSETS[16])} augmenters of AugCSE's pool (Table 3), first in its "
+          "N-augmentation set (the sets nest: 4 in 8 in 12 in 16; recipes augcse-4/-8/augcse/-16)")
+
+
 def run(args) -> int:
     from cselab.augment import AUGMENTERS, build_augmenter, load_all
     from cselab.augment.base import AugmenterUnavailable
@@ -115,9 +135,7 @@ def run(args) -> int:
             return 0
         load_all()
         if args.list:
-            for name in AUGMENTERS.names():
-                tag = getattr(AUGMENTERS.get(name), "tag", "")
-                print(f"{name:30s} {tag:19s} {AUGMENTERS.describe(name)}")
+            print_list()
             return 0
         required = (("--aug", args.aug), ("--in", args.input), ("--out", args.out))
         missing = [flag for flag, value in required if not value]
