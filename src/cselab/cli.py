@@ -99,7 +99,7 @@ def _run_train(args) -> int:
     overrides = paper_setting_overrides() + args.overrides if paper_setting else args.overrides
     config = load_config(args.recipe, overrides, **direct)
     if paper_setting:
-        require_paper_setting(config)
+        require_paper_setting(config, fetch_data=not args.print_config)
     if args.print_config:
         print(json.dumps(config.to_dict(), indent=2))
         return 0
@@ -121,15 +121,43 @@ def paper_setting_overrides() -> list[str]:
             "data.max_sentences=null", f"data.dev_dir={json.dumps(str(default_senteval_dir()))}"]
 
 
-def require_paper_setting(config) -> None:
+def require_paper_setting(config, fetch_data: bool = True) -> None:
     """Every piece of the resolved setting is present, or one ConfigError listing each missing piece with
-    the command that gets it; checked before any work, so a failed start writes nothing."""
+    the command that gets it; checked before any work, so a failed start writes nothing.
+
+    With ``fetch_data`` and the Hub not set offline (HF_HUB_OFFLINE), a corpus or SentEval directory
+    missing at its default place is first downloaded as `cselab data download [wiki1m]` does (atomic:
+    a failed download leaves no file) and a failure is named beside the missing piece. The model is
+    only checked: the first training run downloads it through transformers."""
     from cselab.errors import ConfigError
 
+    failures = _fetch_missing_data(config) if fetch_data and not _hub_offline() else {}
     missing = [m for m in (_missing_model(config.model.name_or_path), _missing_corpus(config.data.corpus),
                            _missing_senteval(config.data.dev_dir)) if m]
     if missing:
-        raise ConfigError("--paper-setting: missing " + "; ".join(missing))
+        reasons = "".join(f"; {piece} download failed: {why}" for piece, why in failures.items())
+        raise ConfigError("--paper-setting: missing " + "; ".join(missing) + reasons)
+
+
+def _fetch_missing_data(config) -> dict[str, str]:
+    """Download the setting's corpus and SentEval data where missing at their default places (a path
+    the user chose is left to them); returns {piece: why its download failed}."""
+    from cselab.evaluate import download
+
+    fetches = []
+    if Path(config.data.corpus).expanduser() == download.default_wiki1m_path() and _missing_corpus(config.data.corpus):
+        fetches.append(("corpus", lambda: download.download_file(download.default_wiki1m_path(),
+                                                                 url=download.WIKI1M_URL)))
+    senteval = Path(config.data.dev_dir).expanduser() if config.data.dev_dir else download.default_senteval_dir()
+    if senteval == download.default_senteval_dir() and _missing_senteval(config.data.dev_dir):
+        fetches.append(("SentEval", lambda: download.download(senteval, url=download.DEFAULT_URL)))
+    failures = {}
+    for piece, fetch in fetches:
+        try:
+            fetch()
+        except (download.DownloadError, OSError) as error:
+            failures[piece] = str(error)
+    return failures
 
 
 def _missing_model(name: str) -> str | None:

@@ -13,7 +13,7 @@ def doc_commands(doc: Path) -> list[str]:
     blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
     lines = [line.split("#")[0].strip() for block in blocks for line in block.splitlines()]
     # Inline: whole commands only, not a mention ("`cselab eval`"), a message ("cselab eval: error") or a
-    # synopsis ("[--dest DIR]").
+    # synopsis ("[--dest DIR]"); a YAML list of mappings in a --set value ("=[{name: ...}]") is a command.
     inline = [c for c in re.findall(r"`(cselab [^`]+)`", text)
-              if len(c.split()) >= 3 and not re.match(r"cselab \w+:", c) and "[" not in c]
+              if len(c.split()) >= 3 and not re.match(r"cselab \w+:", c) and not re.search(r"\[(?!\{)", c)]
     return [c for c in lines if c.startswith("cselab ")] + inline

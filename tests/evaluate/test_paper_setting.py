@@ -1,10 +1,12 @@
-"""`cselab train --paper-setting`: the papers' model, corpus and data, checked before any work; and
-`cselab data download wiki1m`. No network: the Hub is offline and downloads use file:// URLs."""
+"""`cselab train --paper-setting`: the papers' model, corpus and data, checked (and, with network,
+fetched) before any work; and `cselab data download wiki1m`. No network: the Hub is offline or
+cached, and downloads use file:// URLs or a closed local port."""
 from __future__ import annotations
 
 import hashlib
 import json
 import shlex
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,8 @@ from doc_commands import DOCS, doc_commands
 from huggingface_hub import constants
 
 from cselab import cli
+from cselab.config import load_config
+from cselab.evaluate import download
 
 
 @pytest.fixture
@@ -107,6 +111,59 @@ def test_custom_locations_get_download_commands_with_dest(offline_home, capsys, 
                        "--set", f"data.dev_dir={tmp_path / 'sent'}"], capsys)
     assert f"`cselab data download wiki1m --dest {tmp_path / 'c.txt'}`" in err
     assert f"`cselab data download --dest {tmp_path / 'sent'}`" in err
+
+
+@pytest.fixture
+def networked_home(offline_home, monkeypatch) -> Path:
+    """The empty home with the Hub not set offline (the model is cached, so nothing asks the Hub)."""
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    cache_fake_model(offline_home / "hf-hub")
+    return offline_home
+
+
+def test_with_network_the_missing_corpus_and_senteval_are_downloaded_first(networked_home, senteval_dir,
+                                                                           tmp_path, monkeypatch):
+    corpus = tmp_path / "wiki1m_for_simcse.txt"
+    corpus.write_text("first sentence\nsecond sentence\n")
+    archive = tmp_path / "senteval.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(senteval_dir, arcname="senteval")
+    monkeypatch.setattr(download, "WIKI1M_URL", corpus.as_uri())
+    monkeypatch.setattr(download, "DEFAULT_URL", archive.as_uri())
+    config = load_config("simcse", cli.paper_setting_overrides())
+    assert cli._missing_corpus(config.data.corpus) and cli._missing_senteval(config.data.dev_dir)
+    cli.require_paper_setting(config)  # raises if anything is still missing
+    assert (networked_home / ".cache" / "cselab" / "wiki1m_for_simcse.txt").read_bytes() == corpus.read_bytes()
+    assert cli._missing_senteval(config.data.dev_dir) is None
+
+
+def test_print_config_downloads_nothing(networked_home, monkeypatch, capsys):
+    monkeypatch.setattr(download, "download_file", lambda *a, **k: pytest.fail("print-config downloaded"))
+    monkeypatch.setattr(download, "download", lambda *a, **k: pytest.fail("print-config downloaded"))
+    err = train_error(["train", "--recipe", "simcse", "--paper-setting", "--print-config"], capsys)
+    assert "download failed" not in err and "`cselab data download wiki1m`" in err
+
+
+def test_failed_downloads_are_named_in_the_one_line_error_and_leave_no_file(networked_home, monkeypatch, capsys):
+    monkeypatch.setattr(download, "WIKI1M_URL", "http://127.0.0.1:9/wiki1m_for_simcse.txt")
+    monkeypatch.setattr(download, "DEFAULT_URL", "http://127.0.0.1:9/senteval.tar")
+    before = files_under(networked_home)
+    err = train_error(["train", "--recipe", "simcse", "--paper-setting"], capsys)
+    assert err.count("\n") == 1 and "model bert-base-uncased" not in err
+    assert "`cselab data download wiki1m`" in err and "`cselab data download`" in err
+    assert "; corpus download failed: http://127.0.0.1:9/wiki1m_for_simcse.txt: cannot download" in err
+    assert "; SentEval download failed: http://127.0.0.1:9/senteval.tar: cannot download" in err
+    assert [p for p in files_under(networked_home) - before if not p.is_dir()] == []
+
+
+def test_a_corpus_the_user_chose_is_not_overwritten_by_a_download(networked_home, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(download, "download_file", lambda *a, **k: pytest.fail("downloaded into the user's path"))
+    monkeypatch.setattr(download, "download", lambda *a, **k: pytest.fail("downloaded into the user's path"))
+    err = train_error(["train", "--paper-setting", "--corpus", str(tmp_path / "c.txt"),
+                       "--set", f"data.dev_dir={tmp_path / 'sent'}"], capsys)
+    assert f"--dest {tmp_path / 'c.txt'}" in err and "download failed" not in err
 
 
 def test_pretrain_has_no_paper_setting(capsys):
