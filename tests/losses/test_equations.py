@@ -274,3 +274,90 @@ def test_discriminator_is_augcse_eq_2(seed):
     expected = discriminator_equation(original, augmented, labels, numpy["hidden.weight"], numpy["hidden.bias"],
                                       numpy["output.weight"], numpy["output.bias"], k)
     assert loss.item() == pytest.approx(expected, rel=REL)
+
+
+# --- Whole objectives from the shipped recipes: CLEAR Eq. 3, AugCSE's adversarial total ---------------
+
+def recipe_objective(recipe: str, **context):
+    """The recipe's own terms and weights, built as training builds them (sizes from ``context``)."""
+    from cselab.config import load_config
+    from cselab.losses import build_objective
+
+    return build_objective(load_config(recipe).objective, context)
+
+
+def numeric_gradient(f, x: np.ndarray, step: float = 1e-6) -> np.ndarray:
+    """Central differences of the scalar f at x, entry by entry, in float64."""
+    grad = np.zeros_like(x)
+    for index in np.ndindex(x.shape):
+        up, down = x.copy(), x.copy()
+        up[index] += step
+        down[index] -= step
+        grad[index] = (f(up) - f(down)) / (2 * step)
+    return grad
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_clear_recipe_objective_is_eq_3(seed):
+    """CLEAR Eq. (3): L = L_MLM + L_CL, with L_CL the sum of Eq. (2); the recipe's weights, not only the terms."""
+    x, rng = random_batch(seed), np.random.default_rng(seed + 100)
+    hidden_size, vocab, k = 8, 23, 7
+    torch.manual_seed(seed)
+    objective = recipe_objective("clear-del-word", hidden_size=hidden_size, vocab_size=vocab, layer_norm_eps=1e-12)
+    hidden, embeddings = rng.normal(size=(k, hidden_size)), rng.normal(size=(vocab, hidden_size))
+    labels = rng.integers(0, vocab, size=k)
+    anchor, positive, h, e = as_torch(x["anchor"], x["positive"], hidden, embeddings)
+    total, _ = objective(LossInputs(anchor, positive, masked=MaskedTokens(h, torch.tensor(labels), e)))
+    mlm = {name: p.detach().double().numpy() for name, p in objective.terms[1].named_parameters()}
+    expected = clear_cl_equation(x["anchor"], x["positive"], 0.05) + mlm_equation(
+        hidden, labels, mlm["transform.weight"], mlm["transform.bias"], mlm["norm.weight"], mlm["norm.bias"], 1e-12,
+        embeddings, mlm["decoder_bias"])
+    assert total.item() == pytest.approx(expected, rel=REL)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_augcse_recipe_objective_and_its_gradient_reversal(seed):
+    """AugCSE: L = L_contrastive + lambda L_disc (Eq. 2, lambda = the recipe's 0.005) for the value and the
+    discriminator's own gradient; the encoder's embeddings get the contrastive gradient MINUS alpha * lambda
+    times L_disc's (the gradient-reversal layer, alpha 1), checked against numpy's finite differences."""
+    x, rng = random_batch(seed, n=4, d=6), np.random.default_rng(seed + 100)
+    d, k = 6, 13
+    torch.manual_seed(seed)
+    objective = recipe_objective("augcse", embedding_size=d).eval()  # eval: the discriminator's dropout off
+    (weight, disc) = objective.weights[1], objective.terms[1]
+    assert (objective.names, weight, disc.alpha) == (["ntxent", "discriminator"], 0.005, 1.0)
+    augmented, labels = rng.normal(size=(4, d)), rng.integers(0, k, size=4)
+    anchor, positive, view = (torch.tensor(a, dtype=torch.float64, requires_grad=True)
+                              for a in (x["anchor"], x["positive"], augmented))
+    total, _ = objective(LossInputs(anchor=anchor, positive=positive, label_view=view, labels=torch.tensor(labels)))
+    total.backward()
+    p = {name: q.detach().double().numpy() for name, q in disc.named_parameters()}
+
+    def disc_loss(original, aug):
+        return discriminator_equation(original, aug, labels, p["hidden.weight"], p["hidden.bias"],
+                                      p["output.weight"], p["output.bias"], k)
+
+    def contrastive(a):
+        return symmetric_infonce_equation(a, x["positive"], 0.05)
+
+    assert total.item() == pytest.approx(contrastive(x["anchor"]) + weight * disc_loss(x["anchor"], augmented), rel=REL)
+    # The augmented view feeds the discriminator alone: its gradient is L_disc's, reversed and scaled.
+    expected_view = -disc.alpha * weight * numeric_gradient(lambda v: disc_loss(x["anchor"], v), augmented)
+    assert np.abs(expected_view).max() > 1e-5
+    # The discriminator computes in float32: tolerances are a small share of the largest entry.
+    close(view.grad.numpy(), expected_view)
+    # The anchor feeds both terms: what is left after the contrastive gradient is the reversed L_disc one
+    # (to a few percent: the contrastive gradient, ~1e4 times larger, carries float32 rounding; the
+    # unreversed sign would be off by 200%).
+    reversed_part = -disc.alpha * weight * numeric_gradient(lambda a: disc_loss(a, augmented), x["anchor"])
+    left = anchor.grad.numpy() - numeric_gradient(contrastive, x["anchor"])
+    np.testing.assert_allclose(left, reversed_part, rtol=0, atol=0.05 * np.abs(reversed_part).max())
+    # The discriminator's parameters descend L_disc: their gradient is lambda * dL_disc/dW, not reversed.
+    expected_w2 = weight * numeric_gradient(
+        lambda w: discriminator_equation(x["anchor"], augmented, labels, p["hidden.weight"], p["hidden.bias"], w,
+                                         p["output.bias"], k), p["output.weight"])
+    close(disc.output.weight.grad.double().numpy(), expected_w2)
+
+
+def close(actual: np.ndarray, expected: np.ndarray) -> None:
+    np.testing.assert_allclose(actual, expected, rtol=1e-3, atol=1e-4 * np.abs(expected).max())

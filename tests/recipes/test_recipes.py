@@ -37,53 +37,6 @@ def tiny_overrides(corpus: Path, out: Path) -> list[str]:
             f"train.output_dir={out}", "train.precision=fp32"]
 
 
-def augmenter_names(config) -> set[str]:
-    """Every augmenter a config's views use, including the steps of compositions."""
-    names: set[str] = set()
-
-    def visit(name, params):
-        if name in ("identity", "dropout", "none"):
-            return
-        names.add(name)
-        for step in (params or {}).get("steps", []) or (params or {}).get("choices", []):
-            if isinstance(step, dict):
-                visit(step.get("name"), step)
-        inner = (params or {}).get("augmenter")
-        if isinstance(inner, dict):
-            visit(inner.get("name"), inner)
-        elif isinstance(inner, str):
-            visit(inner, {})
-
-    v = config.views
-    visit(v.anchor, v.anchor_params)
-    visit(v.positive, v.positive_params)
-    visit(v.negative, v.negative_params)
-    for name in v.label:
-        visit(name, v.label_params.get(name, {}))
-    return names
-
-
-def load_or_skip(recipe: str, overrides: list[str]):
-    """load_config, skipping (with the name) when an augmenter another module provides is not there yet."""
-    from cselab.config import ConfigError
-
-    try:
-        return load_config(recipe, overrides)
-    except ConfigError as exc:
-        if "unknown augmenter" in str(exc):
-            pytest.skip(f"augmenter not registered yet: {str(exc).split(' (known')[0]}")
-        raise
-
-
-def skip_unless_registered(config) -> None:
-    from cselab.augment import AUGMENTERS, load_all
-
-    load_all()
-    missing = sorted(n for n in augmenter_names(config) if n not in AUGMENTERS)
-    if missing:
-        pytest.skip(f"augmenter(s) not registered yet: {', '.join(missing)}")
-
-
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_recipe_starts_with_a_one_line_description(recipe):
     first = (RECIPE_DIR / f"{recipe}.yaml").read_text().splitlines()[0]
@@ -103,10 +56,10 @@ def missing_cache_files(config) -> list[str]:
 def with_tiny_caches(recipe: str, overrides: list[str], corpus: Path, tmp_path: Path):
     """Recipes that read a cache written by `cselab augment` get one for the tiny corpus
     (a cheap augmenter stands in for the recipe's: this tests the plumbing, not the paraphrases)."""
-    config = load_or_skip(recipe, overrides)
+    config = load_config(recipe, overrides)
     if config.views.positive == "cached" and config.views.positive_params.get("augmenter"):
         # A recipe that builds its cache on first use (una-paraphrase): a cheap augmenter builds it here.
-        return load_or_skip(recipe, overrides + ["views.positive_params.augmenter=eda_random_swap"])
+        return load_config(recipe, overrides + ["views.positive_params.augmenter=eda_random_swap"])
     keys = missing_cache_files(config)
     if not keys:
         return config
@@ -114,13 +67,12 @@ def with_tiny_caches(recipe: str, overrides: list[str], corpus: Path, tmp_path: 
 
     cache = tmp_path / "cache.jsonl"
     assert main(["augment", "--aug", "eda_random_swap", "--in", str(corpus), "--out", str(cache)]) == 0
-    return load_or_skip(recipe, overrides + [f"{key}={cache}" for key in keys])
+    return load_config(recipe, overrides + [f"{key}={cache}" for key in keys])
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_recipe_trains_five_steps_on_a_tiny_model(recipe, tiny_corpus, tmp_path):
     config = with_tiny_caches(recipe, tiny_overrides(tiny_corpus, tmp_path / "run"), tiny_corpus, tmp_path)
-    skip_unless_registered(config)
     torch.manual_seed(0)
     from cselab.train.loop import train
 
@@ -141,7 +93,7 @@ def test_every_issue_recipe_ships():
 
 def test_clear_recipes_use_two_views_of_the_same_augmentation():
     for recipe in [r for r in RECIPES if r.startswith("clear-")]:
-        config = load_or_skip(recipe, [])
+        config = load_config(recipe, [])
         assert config.views.anchor == config.views.positive and config.views.anchor != "identity"
         assert config.views.anchor_params == config.views.positive_params
         assert [t["name"] for t in config.objective] == ["ntxent", "mlm"]
@@ -151,14 +103,14 @@ def test_clear_recipes_use_two_views_of_the_same_augmentation():
 def test_clear_recipes_sum_the_contrastive_loss_and_add_mlm_unweighted():
     """CLEAR Eq. 2: L_CL is the sum of the per-view NT-Xent losses; Eq. 3: L = L_MLM + L_CL."""
     for recipe in [r for r in RECIPES if r.startswith("clear-")]:
-        ntxent, mlm = load_or_skip(recipe, []).objective
+        ntxent, mlm = load_config(recipe, []).objective
         assert ntxent["reduction"] == "sum" and ntxent.get("weight", 1.0) == 1.0 and mlm.get("weight", 1.0) == 1.0
 
 
 def test_sda_recipes_use_the_papers_bert_optimisation():
     """SDA, Training Details: BERT with batch 128, lr 2e-5, one epoch, STS-B dev every 250 steps."""
     for recipe in [r for r in RECIPES if r.startswith("sda-")]:
-        config = load_or_skip(recipe, [])
+        config = load_config(recipe, [])
         assert (config.optim.batch_size, config.optim.lr, config.optim.epochs) == (128, 2e-5, 1)
         assert config.train.eval_steps == 250
 
@@ -172,10 +124,8 @@ def test_augcse_discriminator_classes_match_the_label_views():
 
 
 def test_augcse_subsets_match_the_augmenter_module():
-    try:
-        from cselab.augment.augcse import AUGCSE_SUBSETS
-    except ImportError:
-        pytest.skip("augmenter module cselab.augment.augcse (AUGCSE_SUBSETS) not written yet")
+    from cselab.augment.augcse import AUGCSE_SUBSETS
+
     for size, names in AUGCSE_SUBSETS.items():
         recipe = "augcse" if size == 12 else f"augcse-{size}"
         data = yaml.safe_load((RECIPE_DIR / f"{recipe}.yaml").read_text())
@@ -183,7 +133,7 @@ def test_augcse_subsets_match_the_augmenter_module():
 
 
 def test_composition_recipe_parses_without_code():
-    config = load_or_skip("example-focal-una-sda", [])
+    config = load_config("example-focal-una-sda", [])
     assert config.views.positive.startswith("sda_") and config.views.negative == "una"
     assert [t["name"] for t in config.objective] == ["focal"]
 
@@ -196,8 +146,7 @@ def test_composition_by_overrides(tiny_corpus, tmp_path):
         "views.positive=eda_random_deletion", "views.positive_prob=0.5",
         'objective=[{name: embedding_positive, kind: interpolate, strength: 0.2, inner: {name: focal}}, '
         '{name: mlm, weight: 0.1}]']
-    config = load_or_skip("simcse", overrides)
-    skip_unless_registered(config)
+    config = load_config("simcse", overrides)
     summary = train(config, progress=False)
     assert summary["finished"]
     last = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[-1])
@@ -223,8 +172,7 @@ def test_terms_with_their_own_parameters_are_sized_before_the_first_step_and_tra
     overrides = tiny_overrides(tiny_corpus, tmp_path / "run") + [
         "views.label=[eda_random_deletion, eda_random_swap]", "model.projection=bn_mlp",
         "objective=[{name: infonce}, {name: discriminator, weight: 0.5}, {name: mlm}]"]
-    config = load_or_skip("simcse", overrides)
-    skip_unless_registered(config)
+    config = load_config("simcse", overrides)
     from cselab.train.loop import train
 
     train(config, progress=False)
@@ -241,12 +189,11 @@ def test_a_discriminator_without_label_views_or_with_the_wrong_label_count_is_re
     from cselab.train.loop import train
 
     base = tiny_overrides(tiny_corpus, tmp_path / "run")
-    config = load_or_skip("simcse", base + ["objective=[{name: infonce}, {name: discriminator}]"])
+    config = load_config("simcse", base + ["objective=[{name: infonce}, {name: discriminator}]"])
     with pytest.raises(ConfigError, match="views.label"):
         train(config, progress=False)
-    config = load_or_skip("simcse", base + ["views.label=[eda_random_deletion]",
+    config = load_config("simcse", base + ["views.label=[eda_random_deletion]",
                                             "objective=[{name: infonce}, {name: discriminator, num_labels: 5}]"])
-    skip_unless_registered(config)
     with pytest.raises(ConfigError, match="num_labels"):
         train(config, progress=False)
 
@@ -268,7 +215,7 @@ def test_run_with_term_parameters_resumes_from_a_checkpoint(tiny_corpus, tmp_pat
         "optim.max_steps=4", "train.save_steps=2", "train.keep_checkpoints=2",
         "views.label=[eda_random_deletion, eda_random_swap]",
         "objective=[{name: infonce}, {name: discriminator, weight: 0.5, num_labels: 3}, {name: mlm}]"]
-    config = load_or_skip("simcse", overrides)
+    config = load_config("simcse", overrides)
     first = train(config, progress=False)
     checkpoints = sorted((tmp_path / "run" / "checkpoints").glob("step-*"))
     assert checkpoints and checkpoints[0].name.endswith("2")
@@ -282,7 +229,7 @@ def test_clear_anchor_rows_are_the_first_augmented_view(tiny_encoder):
     from cselab.data.collate import Collator
     from cselab.data.views import ViewBuilder
 
-    config = load_or_skip("clear-del-word", [])
+    config = load_config("clear-del-word", [])
     sentences = ["the old man reads a long letter slowly at night", "a small child follows the red bird home",
                  "our team builds a new house near the river", "the teacher carries the map to the garden"]
     batch = Collator(tiny_encoder.tokenize, ViewBuilder(config.views, sentences, seed=0))((0, sentences))
