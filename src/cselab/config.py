@@ -581,18 +581,48 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     # YAML 1.1 reads "1e-5" as a string; numbers are what users mean.
     if isinstance(value, str):
         value = _number(value)
-    return key.strip().split("."), value
+    return override_path(key.strip()), value
 
 
-def apply_override(data: dict, path: list[str], value: Any) -> None:
-    node = data
-    for part in path[:-1]:
-        node = node.setdefault(part, {})
-        if not isinstance(node, dict):
-            raise ConfigError(f"--set {'.'.join(path)}: {part} is not a section")
-    if not path[-1]:
-        raise ConfigError(f"--set {'.'.join(path)}=...: empty key name")
-    node[path[-1]] = value
+_INDEXED = re.compile(r"^([^\[\]]+)((?:\[\d+\])+)$")
+
+
+def override_path(key: str) -> list[str | int]:
+    """``objective[0].reduction`` -> ["objective", 0, "reduction"]: a list entry is named by its index."""
+    path: list[str | int] = []
+    for part in key.split("."):
+        indexed = _INDEXED.match(part)
+        if indexed:
+            path += [indexed.group(1), *(int(i) for i in re.findall(r"\d+", indexed.group(2)))]
+        else:
+            path.append(part)
+    return path
+
+
+def _dotted(path: list[str | int]) -> str:
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path).lstrip(".")
+
+
+def apply_override(data: dict, path: list[str | int], value: Any) -> None:
+    node: Any = data
+    for depth, part in enumerate(path):
+        here, last = _dotted(path[:depth + 1]), depth == len(path) - 1
+        if isinstance(part, int):
+            if not isinstance(node, list):
+                raise ConfigError(f"--set {_dotted(path)}: {_dotted(path[:depth])} is not a list")
+            if part >= len(node):
+                raise ConfigError(f"--set {_dotted(path)}: {_dotted(path[:depth])} has {len(node)} entries, "
+                                  f"so no {here} (indices start at 0)")
+        elif not isinstance(node, dict):
+            raise ConfigError(f"--set {_dotted(path)}: {_dotted(path[:depth])} is not a section")
+        elif not part:
+            raise ConfigError(f"--set {_dotted(path)}=...: empty key name")
+        elif not last:
+            node.setdefault(part, [] if isinstance(path[depth + 1], int) else {})
+        if last:
+            node[part] = value
+        else:
+            node = node[part]
 
 
 def load_config(recipe: str = "simcse", overrides: list[str] | None = None, **direct: Any) -> Config:

@@ -35,6 +35,28 @@ def test_bad_values_fail_naming_the_key(override, fragment):
     assert fragment in str(info.value) and "\n" not in str(info.value)
 
 
+def test_set_reaches_a_list_entry_by_its_index():
+    """The recipes' comments and the validation errors name terms as objective[i].key: --set takes that too."""
+    config = load_config("augcse", ["objective[0].positive_role=label_view", "objective[1].weight=0.01"])
+    assert config.objective[0]["positive_role"] == "label_view" and config.objective[1]["weight"] == 0.01
+    assert config.objective[0]["temperature"] == 0.05  # the rest of the term is kept
+    clear = load_config("clear-del-word", ["objective[0].reduction=mean", "objective[1]={name: mlm, weight: 0.5}"])
+    assert clear.objective == [{"name": "ntxent", "temperature": 0.05, "reduction": "mean"},
+                               {"name": "mlm", "weight": 0.5}]
+
+
+@pytest.mark.parametrize("override,message", [
+    ("objective[1].weight=2", "--set objective[1].weight: objective has 1 entries, so no objective[1]"),
+    ("optim[0].lr=1", "--set optim[0].lr: optim is not a list"),
+    ("objective[0].temperature=0", "objective[0] (infonce): temperature must be > 0"),
+    ("optim.lr.x=1", "--set optim.lr.x: optim.lr is not a section"),
+])
+def test_indexed_set_errors_name_the_entry(override, message):
+    with pytest.raises(ConfigError) as info:
+        load_config("simcse", [override])
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
 def test_recipe_files_and_inherit(tmp_path):
     child = tmp_path / "child.yaml"
     child.write_text("inherit: simcse\noptim:\n  lr: 1.0e-4\n")
