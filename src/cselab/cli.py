@@ -123,40 +123,47 @@ def paper_setting_overrides() -> list[str]:
 
 def require_paper_setting(config, fetch_data: bool = True) -> None:
     """Every piece of the resolved setting is present, or one ConfigError listing each missing piece with
-    the command that gets it; checked before any work, so a failed start writes nothing.
+    the command that gets it; checked before any work, so a failed start writes no file.
 
-    With ``fetch_data`` and the Hub not set offline (HF_HUB_OFFLINE), a corpus or SentEval directory
-    missing at its default place is first downloaded as `cselab data download [wiki1m]` does (atomic:
-    a failed download leaves no file) and a failure is named beside the missing piece. The model is
-    only checked: the first training run downloads it through transformers."""
+    With ``fetch_data``, the Hub not set offline (HF_HUB_OFFLINE) and the model loadable, a corpus or
+    SentEval data missing where `cselab data download [wiki1m]` puts them without --dest is first
+    downloaded as that command does (a failed download or unpack leaves no file behind), and why a
+    download failed is named in its piece's entry. The model itself is only checked: the first training
+    run downloads it through transformers."""
     from cselab.errors import ConfigError
 
-    failures = _fetch_missing_data(config) if fetch_data and not _hub_offline() else {}
-    missing = [m for m in (_missing_model(config.model.name_or_path), _missing_corpus(config.data.corpus),
-                           _missing_senteval(config.data.dev_dir)) if m]
+    model = _missing_model(config.model.name_or_path)
+    failures = _fetch_missing_data(config) if fetch_data and not model and not _hub_offline() else {}
+    missing = [m for m in (model, _missing_corpus(config.data.corpus, failures.get("corpus")),
+                           _missing_senteval(config.data.dev_dir, failures.get("SentEval"))) if m]
     if missing:
-        reasons = "".join(f"; {piece} download failed: {why}" for piece, why in failures.items())
-        raise ConfigError("--paper-setting: missing " + "; ".join(missing) + reasons)
+        raise ConfigError("--paper-setting: missing " + "; ".join(missing))
 
 
 def _fetch_missing_data(config) -> dict[str, str]:
-    """Download the setting's corpus and SentEval data where missing at their default places (a path
-    the user chose is left to them); returns {piece: why its download failed}."""
+    """Download the setting's corpus and SentEval data where missing at the download command's own
+    places (a path given with --corpus, data.dev_dir or $CSELAB_DATA is left to the user); returns
+    {piece: why its download failed}. After a failure to connect, the other piece is not tried."""
     from cselab.evaluate import download
 
+    def fetcher(url: str, target: Path) -> dict:  # a dead network fails in seconds, not minutes
+        return download.fetch(url, target, timeout=15)
+
     fetches = []
-    if Path(config.data.corpus).expanduser() == download.default_wiki1m_path() and _missing_corpus(config.data.corpus):
+    if _missing_corpus(config.data.corpus) and not _corpus_dest_flag(config.data.corpus):
         fetches.append(("corpus", lambda: download.download_file(download.default_wiki1m_path(),
-                                                                 url=download.WIKI1M_URL)))
-    senteval = Path(config.data.dev_dir).expanduser() if config.data.dev_dir else download.default_senteval_dir()
-    if senteval == download.default_senteval_dir() and _missing_senteval(config.data.dev_dir):
-        fetches.append(("SentEval", lambda: download.download(senteval, url=download.DEFAULT_URL)))
+                                                                 url=download.WIKI1M_URL, fetcher=fetcher)))
+    folder = _senteval_folder(config.data.dev_dir)
+    if _missing_senteval(config.data.dev_dir) and not _senteval_dest_flag(folder):
+        fetches.append(("SentEval", lambda: download.download(folder, url=download.DEFAULT_URL, fetcher=fetcher)))
     failures = {}
     for piece, fetch in fetches:
         try:
             fetch()
         except (download.DownloadError, OSError) as error:
             failures[piece] = str(error)
+            if "cannot download" in str(error):
+                break
     return failures
 
 
@@ -204,25 +211,43 @@ def _hub_answers(name: str) -> bool:
     return True
 
 
-def _missing_corpus(corpus: str) -> str | None:
+def _corpus_dest_flag(corpus: str) -> str:
+    """`` --dest PATH`` for `cselab data download wiki1m` to write ``corpus``; empty at its default place."""
     from cselab.evaluate.download import default_wiki1m_path
 
+    return "" if Path(corpus).expanduser() == default_wiki1m_path() else f" --dest {corpus}"
+
+
+def _senteval_folder(dev_dir: str | None) -> Path:
+    from cselab.evaluate.download import default_senteval_dir
+
+    return Path(dev_dir).expanduser() if dev_dir else default_senteval_dir()
+
+
+def _senteval_dest_flag(folder: Path) -> str:
+    """`` --dest DIR`` for `cselab data download` to fill ``folder``; empty at its default place."""
+    from cselab.evaluate.download import cselab_home
+
+    return "" if folder == cselab_home() / "senteval" else f" --dest {folder}"
+
+
+def _missing_corpus(corpus: str, failure: str | None = None) -> str | None:
     if corpus.startswith(("hf:", "builtin:")) or Path(corpus).expanduser().is_file():
         return None
-    dest = "" if Path(corpus).expanduser() == default_wiki1m_path() else f" --dest {corpus}"
-    return f"corpus {corpus} (get it with `cselab data download wiki1m{dest}`)"
+    failed = f"download failed: {failure}; " if failure else ""
+    return f"corpus {corpus} ({failed}get it with `cselab data download wiki1m{_corpus_dest_flag(corpus)}`)"
 
 
-def _missing_senteval(dev_dir: str | None) -> str | None:
-    from cselab.evaluate.download import cselab_home, default_senteval_dir, required_files
+def _missing_senteval(dev_dir: str | None, failure: str | None = None) -> str | None:
+    from cselab.evaluate.download import required_files
 
-    folder = Path(dev_dir).expanduser() if dev_dir else default_senteval_dir()
+    folder = _senteval_folder(dev_dir)
     absent = [f for f in required_files() if not (folder / f).is_file()]
     if not absent:
         return None
-    dest = "" if folder == cselab_home() / "senteval" else f" --dest {folder}"
-    return (f"SentEval data in {folder} ({counted(len(absent), 'file')} absent, e.g. {absent[0]}; get it with "
-            f"`cselab data download{dest}`)")
+    failed = f"download failed: {failure}; " if failure else ""
+    return (f"SentEval data in {folder} ({counted(len(absent), 'file')} absent, e.g. {absent[0]}; {failed}get it "
+            f"with `cselab data download{_senteval_dest_flag(folder)}`)")
 
 
 def steps_line(summary: dict, max_steps: int | None = None, epochs: int = 1) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from cselab.errors import ConfigError
+from cselab.errors import ConfigError, counted
 
 __all__ = ["Config", "ConfigError", "config_from_dict", "list_recipes", "load_config", "recipe_path"]
 
@@ -569,7 +569,7 @@ def _deep_merge(into: dict, update: dict) -> None:
             into[key] = value
 
 
-def parse_override(item: str) -> tuple[list[str], Any]:
+def parse_override(item: str) -> tuple[list[str | int], Any]:
     if "=" not in item:
         raise ConfigError(f"--set {item!r}: expected key=value, e.g. optim.lr=1e-5")
     key, raw = item.split("=", 1)
@@ -584,7 +584,7 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     return override_path(key.strip()), value
 
 
-_INDEXED = re.compile(r"^([^\[\]]+)((?:\[\d+\])+)$")
+_INDEXED = re.compile(r"^([^\[\]]+)((?:\[\s*-?\d+\s*\])+)$")
 
 
 def override_path(key: str) -> list[str | int]:
@@ -593,7 +593,7 @@ def override_path(key: str) -> list[str | int]:
     for part in key.split("."):
         indexed = _INDEXED.match(part)
         if indexed:
-            path += [indexed.group(1), *(int(i) for i in re.findall(r"\d+", indexed.group(2)))]
+            path += [indexed.group(1), *(int(i) for i in re.findall(r"-?\d+", indexed.group(2)))]
         else:
             path.append(part)
     return path
@@ -606,19 +606,24 @@ def _dotted(path: list[str | int]) -> str:
 def apply_override(data: dict, path: list[str | int], value: Any) -> None:
     node: Any = data
     for depth, part in enumerate(path):
-        here, last = _dotted(path[:depth + 1]), depth == len(path) - 1
+        shown, parent, last = _dotted(path), _dotted(path[:depth]), depth == len(path) - 1
         if isinstance(part, int):
             if not isinstance(node, list):
-                raise ConfigError(f"--set {_dotted(path)}: {_dotted(path[:depth])} is not a list")
-            if part >= len(node):
-                raise ConfigError(f"--set {_dotted(path)}: {_dotted(path[:depth])} has {len(node)} entries, "
-                                  f"so no {here} (indices start at 0)")
+                raise ConfigError(f"--set {shown}: {parent} is not a list")
+            if not 0 <= part < len(node):
+                span = f"indices run from 0 to {len(node) - 1}" if node else "it is empty"
+                raise ConfigError(f"--set {shown}: {parent} has {counted(len(node), 'entry', 'entries')}, "
+                                  f"so no [{part}] ({span})")
         elif not isinstance(node, dict):
-            raise ConfigError(f"--set {_dotted(path)}: {_dotted(path[:depth])} is not a section")
+            raise ConfigError(f"--set {shown}: {parent} is not a section")
         elif not part:
-            raise ConfigError(f"--set {_dotted(path)}=...: empty key name")
+            raise ConfigError(f"--set {shown}=...: empty key name")
+        elif not last and isinstance(path[depth + 1], int) and part not in node:
+            here = _dotted(path[:depth + 1])
+            raise ConfigError(f"--set {shown}: {here} is not in the recipe, so it has no entry [{path[depth + 1]}] "
+                              f"(set the whole list: --set '{here}=[...]')")
         elif not last:
-            node.setdefault(part, [] if isinstance(path[depth + 1], int) else {})
+            node.setdefault(part, {})
         if last:
             node[part] = value
         else:

@@ -11,7 +11,7 @@ import pytest
 from senteval_files import make_senteval
 
 from cselab import cli
-from cselab.evaluate.download import DownloadError, UnsafeArchiveError, download, required_files, safe_extract
+from cselab.evaluate.download import DownloadError, UnsafeArchiveError, download, fetch, required_files, safe_extract
 
 
 @pytest.fixture
@@ -114,3 +114,32 @@ def test_unreachable_source_is_one_line(tmp_path, capsys):
     missing = (tmp_path / "nowhere.tar").as_uri()
     assert cli.main(["data", "download", "--dest", str(tmp_path / "data"), "--url", missing]) == 2
     assert "cannot download" in capsys.readouterr().err
+
+
+def test_a_damaged_archive_is_a_download_error(fake_archive, tmp_path):
+    damaged = tmp_path / "damaged.tar"
+    damaged.write_bytes(fake_archive.read_bytes()[:1500])  # a member header, then the data cut off
+    with pytest.raises(DownloadError, match="damaged.tar"):
+        download(tmp_path / "data", url=damaged.as_uri())
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_download_that_breaks_off_is_a_download_error(tmp_path, monkeypatch):
+    import http.client
+    import urllib.request
+
+    class Broken:
+        headers = {"Content-Length": "100"}
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def read(self, size):
+            raise http.client.IncompleteRead(b"partial", 93)
+
+    monkeypatch.setattr(urllib.request, "urlopen", lambda url, timeout: Broken())
+    with pytest.raises(DownloadError, match="broke off"):
+        fetch("https://example.invalid/senteval.tar", tmp_path / "archive.tar", progress=False)

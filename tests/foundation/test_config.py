@@ -29,7 +29,9 @@ def test_set_overrides(override, value):
     ("objective=[{name: infonce, temp: 1}]", "objective[0].temp"),
     ("bogus.key=1", "bogus: unknown key"),
     # a list entry by its index
-    ("objective[1].weight=2", "--set objective[1].weight: objective has 1 entries, so no objective[1]"),
+    ("objective[1].weight=2", "--set objective[1].weight: objective has 1 entry, so no [1] (indices run from 0 to 0)"),
+    ("objective[-1].weight=2", "objective has 1 entry, so no [-1]"),
+    ("objectives[0].weight=2", "--set objectives[0].weight: objectives is not in the recipe, so it has no entry [0]"),
     ("optim[0].lr=1", "--set optim[0].lr: optim is not a list"),
     ("objective[0].temperature=0", "objective[0] (infonce): temperature must be > 0"),
     ("optim.lr.x=1", "--set optim.lr.x: optim.lr is not a section"),
@@ -45,7 +47,7 @@ def test_set_reaches_a_list_entry_by_its_index():
     config = load_config("augcse", ["objective[0].positive_role=label_view", "objective[1].weight=0.01"])
     assert config.objective[0]["positive_role"] == "label_view" and config.objective[1]["weight"] == 0.01
     assert config.objective[0]["temperature"] == 0.05  # the rest of the term is kept
-    clear = load_config("clear-del-word", ["objective[0].reduction=mean", "objective[1]={name: mlm, weight: 0.5}"])
+    clear = load_config("clear-del-word", ["objective[ 0 ].reduction=mean", "objective[1]={name: mlm, weight: 0.5}"])
     assert clear.objective == [{"name": "ntxent", "temperature": 0.05, "reduction": "mean"},
                                {"name": "mlm", "weight": 0.5}]
 

@@ -112,13 +112,14 @@ def augcse_column(name: str) -> str:
 def print_list() -> None:
     """Every augmenter: name, meaning tag, AugCSE set, description; then what the AugCSE column means."""
     from cselab.augment import AUGMENTERS
-    from cselab.augment.augcse import AUGCSE_SUBSETS
 
+    tagged = 0
     for name in AUGMENTERS.names():
-        tag = getattr(AUGMENTERS.get(name), "tag", "")
-        print(f"{name:30s} {tag:19s} {augcse_column(name):10s} {AUGMENTERS.describe(name)}")
-    print(f"\naugcse-N: one of the {len(AUGCSE_SUBSETS[16])} augmenters of AugCSE's pool (Table 3), first in its "
-          "N-augmentation set (the sets nest: 4 in 8 in 12 in 16; recipes augcse-4/-8/augcse/-16)")
+        tag, augcse = getattr(AUGMENTERS.get(name), "tag", ""), augcse_column(name)
+        tagged += bool(augcse)
+        print(f"{name:30s} {tag:19s} {augcse:10s} {AUGMENTERS.describe(name)}")
+    print(f"\naugcse-N: one of the {tagged} augmenters of AugCSE's pool (Table 3); N is the smallest of its "
+          "augmentation sets that holds it (the sets nest: 4 in 8 in 12 in 16; recipes augcse-4/-8/augcse/-16)")
 
 
 def run(args) -> int:

@@ -11,6 +11,7 @@ must contain every file the evaluation reads.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import shutil
 import stat
@@ -66,14 +67,22 @@ def required_files() -> list[str]:
     return needed
 
 
-def fetch(url: str, target: Path, progress: bool = True) -> dict:
-    """Stream ``url`` (http(s) or file://) to ``target``; returns bytes written, expected size and sha256."""
+def fetch(url: str, target: Path, progress: bool = True, timeout: float = 60) -> dict:
+    """Stream ``url`` (http(s) or file://) to ``target``; returns bytes written, expected size and sha256.
+    ``timeout``: seconds that connecting, or any one read, may take."""
+    try:
+        response = urllib.request.urlopen(url, timeout=timeout)
+    except (OSError, ValueError, http.client.HTTPException) as exc:
+        raise DownloadError(f"{url}: cannot download ({exc})") from None
+    try:
+        return _stream(response, url, target, progress)
+    except (OSError, http.client.HTTPException) as exc:  # the connection broke off mid-file
+        raise DownloadError(f"{url}: the download broke off ({exc}); run the command again") from None
+
+
+def _stream(response, url: str, target: Path, progress: bool) -> dict:
     digest = hashlib.sha256()
     written = 0
-    try:
-        response = urllib.request.urlopen(url, timeout=60)
-    except (OSError, ValueError) as exc:
-        raise DownloadError(f"{url}: cannot download ({exc})") from None
     with response:
         length = response.headers.get("Content-Length")
         expected = int(length) if length and length.isdigit() else None
@@ -134,14 +143,17 @@ def check_archive(archive: Path, root: Path) -> None:
 
 def safe_extract(archive: Path, root: Path) -> None:
     """Extract after :func:`check_archive`; tarfile's "data" filter is a second guard."""
-    check_archive(archive, root)
-    root.mkdir(parents=True, exist_ok=True)
-    if tarfile.is_tarfile(archive):
-        with tarfile.open(archive) as tar:
-            tar.extractall(root, filter="data")
-    else:
-        with zipfile.ZipFile(archive) as zipped:
-            zipped.extractall(root)
+    try:
+        check_archive(archive, root)
+        root.mkdir(parents=True, exist_ok=True)
+        if tarfile.is_tarfile(archive):
+            with tarfile.open(archive) as tar:
+                tar.extractall(root, filter="data")
+        else:
+            with zipfile.ZipFile(archive) as zipped:
+                zipped.extractall(root)
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError) as exc:
+        raise DownloadError(f"{archive}: damaged archive ({exc}); download it again") from None
 
 
 def find_layout_root(folder: Path, depth: int = 3) -> Path | None:
