@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The reproduction study (issue #9; also the studies of #5 and #6): every shipped recipe x seeds,
-# trained from all-MiniLM-L6-v2 on a seeded 4,000-sentence sample of ../shared/data/corpus (one
-# epoch; the sample is drawn per seed, the same for every recipe), STS-B dev model selection,
+# trained from all-MiniLM-L6-v2 on a seeded 4,000-sentence sample of ../shared/data/corpus (each
+# recipe's own schedule: one epoch at batch 64 for most, SDA's batch 128, AugCSE's 4 epochs at batch
+# 128; the sample is drawn per seed, the same for every recipe), STS-B dev model selection,
 # evaluated on the dev data: STS-B dev, SICK trial, SST-2 dev, MRPC train CV, alignment/uniformity
 # (fast probe mode: 5 folds, half the C grid, SST-2's probe trained on a stratified 10,000 of its
 # 67,349 training phrases; encoding all of them would cost ~4 minutes per run on 2 cores).
@@ -96,7 +97,7 @@ fi
 dirs=()
 for half in a b; do [ -d "$RUNS/reproduction-$half" ] && dirs+=("$RUNS/reproduction-$half"); done
 cselab report "${dirs[@]}" --baseline simcse --out benchmarks/results/reproduction_minilm \
-  --title "Reproduction study: every recipe from all-MiniLM-L6-v2, one epoch of a 4,000-sentence sample"
+  --title "Reproduction study: every recipe from all-MiniLM-L6-v2, its own schedule on a 4,000-sentence sample"
 
 # Issue #5's table on its own: SimCSE, UNA, UNA + paraphrases and the paper's three ablations (Table 2).
 una_runs=()
