@@ -133,38 +133,41 @@ def require_paper_setting(config, fetch_data: bool = True) -> None:
     from cselab.errors import ConfigError
 
     model = _missing_model(config.model.name_or_path)
-    failures = _fetch_missing_data(config) if fetch_data and not model and not _hub_offline() else {}
-    missing = [m for m in (model, _missing_corpus(config.data.corpus, failures.get("corpus")),
-                           _missing_senteval(config.data.dev_dir, failures.get("SentEval"))) if m]
+    corpus, senteval = _missing_corpus(config.data.corpus), _missing_senteval(config.data.dev_dir)
+    if fetch_data and not model and (corpus or senteval) and not _hub_offline():
+        corpus, senteval = _fetch_missing_data(config, corpus, senteval)
+    missing = [m for m in (model, corpus, senteval) if m]
     if missing:
         raise ConfigError("--paper-setting: missing " + "; ".join(missing))
 
 
-def _fetch_missing_data(config) -> dict[str, str]:
-    """Download the setting's corpus and SentEval data where missing at the download command's own
-    places (a path given with --corpus, data.dev_dir or $CSELAB_DATA is left to the user); returns
-    {piece: why its download failed}. After a failure to connect, the other piece is not tried."""
+def _fetch_missing_data(config, corpus: str | None, senteval: str | None) -> tuple[str | None, str | None]:
+    """Download the missing corpus and SentEval data where the download command puts them by default (a
+    path given with --corpus, data.dev_dir or $CSELAB_DATA is left to the user), then check again; returns
+    the pieces still missing, each naming why its download failed. An unreachable source stops both."""
     from cselab.evaluate import download
 
     def fetcher(url: str, target: Path) -> dict:  # a dead network fails in seconds, not minutes
         return download.fetch(url, target, timeout=15)
 
+    folder = _senteval_folder(config.data.dev_dir)
     fetches = []
-    if _missing_corpus(config.data.corpus) and not _corpus_dest_flag(config.data.corpus):
+    if corpus and not _corpus_dest_flag(config.data.corpus):
         fetches.append(("corpus", lambda: download.download_file(download.default_wiki1m_path(),
                                                                  url=download.WIKI1M_URL, fetcher=fetcher)))
-    folder = _senteval_folder(config.data.dev_dir)
-    if _missing_senteval(config.data.dev_dir) and not _senteval_dest_flag(folder):
+    if senteval and not _senteval_dest_flag(folder):
         fetches.append(("SentEval", lambda: download.download(folder, url=download.DEFAULT_URL, fetcher=fetcher)))
     failures = {}
     for piece, fetch in fetches:
         try:
             fetch()
+        except download.UnreachableError as error:
+            failures[piece] = str(error)
+            break
         except (download.DownloadError, OSError) as error:
             failures[piece] = str(error)
-            if "cannot download" in str(error):
-                break
-    return failures
+    return (_missing_corpus(config.data.corpus, failures.get("corpus")) if corpus else None,
+            _missing_senteval(config.data.dev_dir, failures.get("SentEval")) if senteval else None)
 
 
 def _missing_model(name: str) -> str | None:

@@ -605,8 +605,9 @@ def _dotted(path: list[str | int]) -> str:
 
 def apply_override(data: dict, path: list[str | int], value: Any) -> None:
     node: Any = data
+    shown = _dotted(path)
     for depth, part in enumerate(path):
-        shown, parent, last = _dotted(path), _dotted(path[:depth]), depth == len(path) - 1
+        parent, last = _dotted(path[:depth]), depth == len(path) - 1
         if isinstance(part, int):
             if not isinstance(node, list):
                 raise ConfigError(f"--set {shown}: {parent} is not a list")

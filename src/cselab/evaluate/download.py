@@ -51,6 +51,10 @@ class DownloadError(RuntimeError):
     """The download or the archive is not what it should be."""
 
 
+class UnreachableError(DownloadError):
+    """The source could not be reached at all (no network, refused, no such host): nothing was fetched."""
+
+
 class UnsafeArchiveError(DownloadError):
     """An archive member would be written outside the destination (or is a link/device)."""
 
@@ -73,7 +77,7 @@ def fetch(url: str, target: Path, progress: bool = True, timeout: float = 60) ->
     try:
         response = urllib.request.urlopen(url, timeout=timeout)
     except (OSError, ValueError, http.client.HTTPException) as exc:
-        raise DownloadError(f"{url}: cannot download ({exc})") from None
+        raise UnreachableError(f"{url}: cannot download ({exc})") from None
     try:
         return _stream(response, url, target, progress)
     except (OSError, http.client.HTTPException) as exc:  # the connection broke off mid-file
