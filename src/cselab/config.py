@@ -6,7 +6,9 @@ wrong types and impossible values fail before any work, with one line naming the
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
+import os
 import re
 import types
 import typing
@@ -21,6 +23,7 @@ from cselab.errors import ConfigError, counted
 __all__ = ["Config", "ConfigError", "config_from_dict", "list_recipes", "load_config", "recipe_path"]
 
 RECIPE_DIR = Path(__file__).parent / "recipes"
+BUILTIN_CAP = 20_000  # data.max_sentences: auto for the builtin corpus: enough for a short, meaningful first run
 
 
 @dataclass
@@ -52,9 +55,10 @@ class DataConfig:
     # A file (txt, txt.gz, csv, tsv, jsonl), "hf:NAME[:SPLIT]", or "builtin:wordnet-glosses".
     corpus: str = "builtin:wordnet-glosses"
     column: str | None = None
-    # A cap on the sentences trained on (a seeded sample); null = all. The builtin corpus alone is
-    # capped by default (BUILTIN_CAP in data/indexed.py): a user's corpus is never cut silently.
-    max_sentences: int | None = None
+    # A cap on the sentences trained on (a seeded sample); null = all. auto: BUILTIN_CAP for the
+    # builtin corpus, all of a user's corpus (never cut silently). Resolved while loading, so
+    # --print-config and train_config.json show the number a run uses.
+    max_sentences: int | str | None = "auto"
     # SentEval-layout directory for STS-B dev evaluation; auto-detected when None.
     dev_dir: str | None = None
     # Sort each window of k batches by length before batching (less padding); 0 turns it off.
@@ -121,6 +125,11 @@ class TrainConfig:
     eval_steps: int = 125
     log_steps: int = 10
     save_steps: int = 125
+    # A checkpoint every this many minutes of wall time as well (whichever of the two comes first;
+    # checked where a log window closes); 0 = by steps only. With save_steps 0: by time only.
+    save_minutes: float = 0.0
+    # Checkpoints written by a background thread while training goes on (false: the loop waits).
+    async_checkpoint: bool = True
     # How many of the newest checkpoints stay on disk (the best model is kept besides, in output_dir).
     keep_checkpoints: int = 1
     output_dir: str = "outputs/simcse"
@@ -268,6 +277,8 @@ def validate(config: Config) -> Config:
     from cselab.model.poolers import POOLERS
 
     _check_plain_data(config.to_dict())
+    if config.data.max_sentences == "auto":
+        config.data.max_sentences = BUILTIN_CAP if config.data.corpus.startswith("builtin:") else None
     for key, allowed in {**CHOICES, "model.pooler": ("auto", *POOLERS.names())}.items():
         section, name = key.split(".")
         value = getattr(getattr(config, section), name)
@@ -290,6 +301,8 @@ def validate(config: Config) -> Config:
         ("model.max_seq_len", config.model.max_seq_len >= 4, "must be >= 4"),
         ("train.eval_steps", config.train.eval_steps >= 0, "must be >= 0 (0 disables evaluation)"),
         ("train.save_steps", config.train.save_steps >= 0, "must be >= 0 (0 disables checkpoints)"),
+        ("train.save_minutes", is_finite(config.train.save_minutes) and config.train.save_minutes >= 0,
+         "must be a finite number >= 0 (0 = by train.save_steps only)"),
         ("train.log_steps", config.train.log_steps >= 1, "must be >= 1"),
         ("train.output_dir", config.train.output_dir.strip() != "", "must not be empty"),
         ("train.keep_checkpoints", config.train.keep_checkpoints >= 1, "must be >= 1"),
@@ -298,8 +311,9 @@ def validate(config: Config) -> Config:
         ("train.seed", 0 <= config.train.seed < 2**32, "must be in [0, 2**32)"),
         ("views.negative_every", config.views.negative_every >= 1, "must be >= 1"),
         ("views.positive_prob", 0 <= config.views.positive_prob <= 1, "must be in [0, 1]"),
-        ("data.max_sentences", config.data.max_sentences is None or config.data.max_sentences >= 2,
-         "must be >= 2 or null"),
+        ("data.max_sentences", config.data.max_sentences is None or (isinstance(config.data.max_sentences, int)
+                                                                     and config.data.max_sentences >= 2),
+         f"must be >= 2, null (every sentence) or auto, got {_shown(config.data.max_sentences)}"),
     ]
     for key, ok, message in checks:
         if not ok:
@@ -478,22 +492,36 @@ def _check_names(config: Config) -> None:
             raise ConfigError(f"{key}: unknown augmenter {name!r} (known: {', '.join(allowed)})")
 
 
-def recipe_path(recipe: str) -> Path:
-    """A recipe name shipped with cselab, or a path to a YAML file."""
-    path = Path(recipe)
-    try:
-        exists, is_file = path.exists(), path.is_file()
-    except (OSError, ValueError) as exc:  # a name too long to look up, a NUL byte
-        raise ConfigError(f"recipe: cannot use {_shown(recipe)} as a file name ({exc})") from None
-    if path.suffix in (".yaml", ".yml") or exists:
-        if not is_file:
-            raise ConfigError(f"recipe: file not found: {recipe}")
+def looks_like_path(recipe: str) -> bool:
+    """A recipe argument is a path when it is spelled like one (a YAML suffix or a folder separator);
+    a bare name is a shipped recipe, so a folder of that name (a run's output directory) never shadows it."""
+    return Path(recipe).suffix in (".yaml", ".yml") or any(sep in recipe for sep in ("/", os.sep))
+
+
+def recipe_path(recipe: str, folder: Path | None = None) -> Path:
+    """A recipe name shipped with cselab, or a path to a YAML file: one spelled like a path, or an
+    existing file of that name. ``folder``: where a relative path is found (an ``inherit:`` is
+    found next to the recipe file that names it; the command line's from the working directory)."""
+    path = Path(recipe) if folder is None or Path(recipe).is_absolute() else folder / recipe
+    if _is_file(path, recipe):
         return path
+    if looks_like_path(recipe):
+        what = "is a folder, not a recipe file" if path.is_dir() else "file not found"
+        raise ConfigError(f"recipe: {what}: {path}")
     shipped = RECIPE_DIR / f"{recipe}.yaml"
     if not shipped.is_file():
+        close = difflib.get_close_matches(recipe, list_recipes(), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
         names = ", ".join(list_recipes())
-        raise ConfigError(f"recipe: unknown recipe {recipe!r} (shipped: {names}; or give a path to a YAML file)")
+        raise ConfigError(f"recipe: unknown recipe {recipe!r} ({hint}shipped: {names}; or give a path to a YAML file)")
     return shipped
+
+
+def _is_file(path: Path, recipe: str) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError) as exc:  # a name too long to look up, a NUL byte
+        raise ConfigError(f"recipe: cannot use {_shown(recipe)} as a file name ({exc})") from None
 
 
 def list_recipes() -> list[str]:
@@ -541,8 +569,8 @@ def _recipe_text(path: Path) -> str:
                           f"save the recipe as UTF-8") from None
 
 
-def _read_recipe(recipe: str, seen: tuple = ()) -> dict:
-    path = recipe_path(recipe)
+def _read_recipe(recipe: str, seen: tuple = (), folder: Path | None = None) -> dict:
+    path = recipe_path(recipe, folder)
     if path.resolve() in seen:
         raise ConfigError(f"recipe {path}: circular inherit of {recipe!r}")
     data = safe_yaml(_recipe_text(path), f"recipe {path}")
@@ -554,9 +582,7 @@ def _read_recipe(recipe: str, seen: tuple = ()) -> dict:
         return data
     if not isinstance(parent, str):
         raise ConfigError(f"recipe {path}: inherit: expected a recipe name or path, got {_shown(parent)}")
-    if Path(parent).suffix in (".yaml", ".yml") and not Path(parent).is_absolute():
-        parent = str(path.parent / parent)  # a recipe file's parent file is found next to it
-    merged = _read_recipe(parent, seen + (path.resolve(),))
+    merged = _read_recipe(parent, seen + (path.resolve(),), folder=path.parent)
     _deep_merge(merged, data)
     return merged
 

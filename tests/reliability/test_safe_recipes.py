@@ -59,9 +59,12 @@ def test_inherit_is_relative_to_the_recipe_file(tmp_path, monkeypatch):
 
 
 def test_only_the_builtin_corpus_is_capped_by_default(tmp_path):
-    from cselab.data.indexed import BUILTIN_CAP, read_corpus
+    from cselab.config import BUILTIN_CAP
+    from cselab.data.indexed import read_corpus
 
-    assert load_config("simcse").data.max_sentences is None
+    assert load_config("simcse").data.max_sentences == BUILTIN_CAP  # auto, resolved: what --print-config shows
+    assert load_config("simcse", ["data.max_sentences=null"]).data.max_sentences is None
+    assert load_config("simcse", corpus_override(tmp_path)).data.max_sentences is None
     corpus = tmp_path / "big.txt"
     corpus.write_text("".join(f"sentence number {i} of a large corpus\n" for i in range(BUILTIN_CAP + 500)))
     sentences, stats = read_corpus(str(corpus))
@@ -69,3 +72,7 @@ def test_only_the_builtin_corpus_is_capped_by_default(tmp_path):
     sentences, stats = read_corpus(str(corpus), max_sentences=1000)
     assert len(sentences) == 1000
     assert stats.sample_note().startswith(f"corpus: training on a seeded sample of 1000 of {BUILTIN_CAP + 500}")
+
+
+def corpus_override(tmp_path) -> list[str]:
+    return [f"data.corpus={tmp_path / 'big.txt'}"]

@@ -218,12 +218,10 @@ def _is_plain_text_file(spec: str) -> bool:
             and not path.name.endswith((".gz", ".csv", ".tsv", ".jsonl")) and text_encoding(path) == "utf-8")
 
 
-BUILTIN_CAP = 20_000  # the builtin corpus's default size: enough for a short, meaningful first run
-
-
 def read_corpus(spec: str, column: str | None = None, max_sentences: int | None = None,
                 seed: int = 0) -> tuple[Sequence[str], CorpusStats]:
-    """All cleaned sentences (a seeded sample of ``max_sentences`` when the corpus is larger).
+    """All cleaned sentences (a seeded sample of ``max_sentences`` when the corpus is larger; None: all,
+    whatever the source; the builtin corpus's default cap is the config's, ``data.max_sentences: auto``).
 
     Read lazily through an on-disk line index (``data/indexed.py``): a plain text file directly,
     any other source after one streaming pass into a cached text file. Memory stays flat for
@@ -239,8 +237,6 @@ def read_corpus(spec: str, column: str | None = None, max_sentences: int | None 
     except OSError as exc:  # the corpus, or the cache beside it
         where = f": {exc.filename}" if exc.filename and str(exc.filename) != os.path.expanduser(spec) else ""
         raise CorpusError(f"{spec}: cannot read ({exc.strerror or exc}{where})") from None
-    if max_sentences is None and spec.startswith("builtin:"):
-        max_sentences = BUILTIN_CAP  # only the builtin corpus is capped by default; a user's never is
     if max_sentences is not None and len(sentences) > max_sentences:
         rng = random.Random(seed)
         keep = sorted(rng.sample(range(len(sentences)), max_sentences))
