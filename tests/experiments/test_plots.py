@@ -90,3 +90,23 @@ def test_dev_curves_draw_the_base_model_in_the_training_settings(fake_sweep):
     assert base.get_label() == "base model: minilm, before training (bf16)"
     assert set(base.get_ydata()) == {BASE_DEV}
     assert "training settings (bf16, up to 32 tokens)" in plot.caption and "not the final evaluation" in plot.caption
+
+
+def test_losses_that_differ_by_orders_of_magnitude_get_a_log_axis(tmp_path):
+    import json
+
+    from fake_runs import make_run
+
+    from cselab.experiments.plots import loss_curves
+
+    for recipe, scale in (("simcse", 1e-5), ("clear", 600.0)):
+        path = make_run(tmp_path, recipe, 1, 75)
+        records = [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines()]
+        (path / "metrics.jsonl").write_text("".join(json.dumps({**r, "loss": r["loss"] * scale}) + "\n"
+                                                    for r in records))
+    runs = find_runs([tmp_path])
+    assert loss_curves(runs, ["simcse", "clear"]).figure.axes[0].get_yscale() == "log"
+    assert loss_curves([r for r in runs if r.recipe == "clear"], ["clear"]).figure.axes[0].get_yscale() == "linear"
+    negative = runs[0].metrics[0]
+    negative["loss"] = -1.0  # a loss below zero: symmetric log, still every line visible
+    assert loss_curves(runs, ["simcse", "clear"]).figure.axes[0].get_yscale() == "symlog"

@@ -151,13 +151,13 @@ def test_one_stsb_dev_figure_per_model_with_its_precision_and_a_base_model_row(f
         finals = [_eval(fake_sweep, recipe, s)["tasks"]["STSBenchmark"]["score"] for s in SEEDS]
         assert cells[2] == "fp32" and cells[3].strip("*").startswith(f"{np.mean(finals):.2f} ± ")
     # the in-training figure is not a second number in any table: the Runs table gives the final one, named
-    runs = _table_after(text, "| Recipe | Seed | Directory")
+    runs = _table_after(text, "| Recipe | Seed | Steps | Training precision")
     assert "Best STS-B dev" not in text
     for recipe in RECIPES:
         for seed in SEEDS:
             cells = _row("\n".join(runs), f"{recipe} | {seed}")
             final = _eval(fake_sweep, recipe, seed)["tasks"]["STSBenchmark"]["score"]
-            assert cells[5] == "bf16" and cells[6] == f"{final:.2f} (fp32, final)"
+            assert cells[3] == "bf16" and cells[4] == f"{final:.2f} (fp32, final)"
             assert f"{_summary(fake_sweep, recipe, seed)['best_stsb_dev']:.2f}" not in cells
     # ... and the note says what it is and how far apart the two were on these very runs
     gaps = [_eval(fake_sweep, r, s)["tasks"]["STSBenchmark"]["score"] - _summary(fake_sweep, r, s)["best_stsb_dev"]
@@ -191,7 +191,7 @@ def test_several_base_models_get_a_row_each_saying_which_recipes_start_from_them
     make_run(tmp_path / "s", "mlm-pretrain", 2, 20, base_dev=5.0, model=random_init)
     text = write_report([tmp_path / "s"], tmp_path / "out")["markdown"].read_text()
     assert _row(text, "base model: minilm, before training (pooler auto, 32 tokens)")[1:4] == [
-        "1 runs", "bf16 (in training)", f"{BASE_DEV:.2f}"]
+        "1 run", "bf16 (in training)", f"{BASE_DEV:.2f}"]
     random_row = _row(text, "base model: randomly initialised encoder (minilm's tokenizer), before training "
                             "(pooler avg, 64 tokens)")
     assert random_row[3] == f"4.00 ± {np.std([3.0, 5.0], ddof=1):.2f}"
@@ -202,7 +202,7 @@ def test_runs_without_a_recorded_base_score_or_precision_say_so(tmp_path):
     make_run(tmp_path / "s", "simcse", 1, 75, base_dev=None, precision=None)
     text = write_report([tmp_path / "s"], tmp_path / "out")["markdown"].read_text()
     assert "No base-model row" in text and "| base model" not in text
-    assert "Training precision (summary.json): not recorded on 1 runs." in text
+    assert "Training precision (summary.json): not recorded on 1 run." in text
     assert "bf16, up to 32 tokens" not in text and "precision not recorded, up to 32 tokens" in text
 
 
@@ -212,7 +212,7 @@ def test_same_settings_in_training_and_evaluation_are_said_to_agree(tmp_path):
              model={"name_or_path": "minilm", "pooler": "auto", "max_seq_len": 512})
     text = write_report([tmp_path / "s"], tmp_path / "out")["markdown"].read_text()
     assert "Same weights, sentences, precision and length, so the two should agree" in text
-    assert "| base model: minilm, before training | 1 runs | fp32 (in training) |" in text
+    assert "| base model: minilm, before training | 1 run | fp32 (in training) |" in text
 
 
 def test_with_the_test_split_the_dev_figures_and_the_base_row_get_their_own_table(tmp_path):
@@ -246,3 +246,34 @@ def test_without_evaluations_the_dev_table_still_compares_with_the_base_model(tm
     assert "No evaluation results" in text
     assert _row("\n".join(_table_after(text, "STS-B dev: one figure")), "simcse | 1")[2] == "bf16 (in training)"
     assert "The recipes' in-training figures were computed the same way: like for like." in text
+
+
+def test_paired_tests_say_why_there_is_nothing_to_test_and_count_the_seeds(tmp_path):
+    make_run(tmp_path / "a", "simcse", 1, 75)
+    text = write_report([tmp_path / "a"], tmp_path / "out_a")["markdown"].read_text()
+    section = text.split("## Paired tests against simcse", 1)[1].split("## ", 1)[0]
+    assert "Only simcse has runs here: no other recipe to compare with it." in section
+    make_run(tmp_path / "b", "simcse", 1, 75, split=None)
+    make_run(tmp_path / "b", "una", 1, 75, split=None)
+    text = write_report([tmp_path / "b"], tmp_path / "out_b")["markdown"].read_text()
+    section = text.split("## Paired tests against simcse", 1)[1].split("## ", 1)[0]
+    assert "No evaluation results: the tests compare evaluated runs" in section
+    for recipe in ("simcse", "una"):  # two shared seeds: the text says n = 2, not 3
+        for seed in (1, 2):
+            make_run(tmp_path / "c", recipe, seed, 75)
+    text = write_report([tmp_path / "c"], tmp_path / "out_c")["markdown"].read_text()
+    assert "With n = 2 seeds the test has low power" in text and "n = 3" not in text
+
+
+def test_small_final_losses_keep_their_digits_and_markdown_runs_table_is_narrow(tmp_path):
+    path = make_run(tmp_path / "s", "simcse", 1, 75)
+    summary = _summary(tmp_path / "s", "simcse", 1)
+    (path / "summary.json").write_text(json.dumps({**summary, "final_loss": 1.234e-05}))
+    make_run(tmp_path / "s", "una", 1, 75)
+    written = write_report([tmp_path / "s"], tmp_path / "out")
+    text = written["markdown"].read_text()
+    assert "| Recipe | Seed | Steps | Training precision | STS-B dev | Kept step | Final loss |" in text
+    assert _row(text, "simcse | 1 | 40/40")[-1] == "1.234e-05"
+    page = written["html"].read_text()
+    assert "<th>Directory</th>" in page and ">simcse/seed-1<" in page  # relative to the runs' common folder
+    assert f"Directories are relative to {(tmp_path / 's').resolve()}." in text

@@ -85,6 +85,23 @@ def _mean_curve(curves: list[tuple[list[int], list[float]]]) -> tuple[list[int],
     return common, [float(np.mean([c[s] for c in lookup])) for s in common]
 
 
+WIDE_RANGE = 1e3  # largest over smallest magnitude beyond which a linear axis flattens the smaller lines
+
+
+def wide_range(values) -> dict | None:
+    """``set_yscale``'s arguments for a y-axis that shows every line when magnitudes differ by more than
+    WIDE_RANGE (CLEAR's summed NT-Xent near 600 beside SimCSE's 1e-5): ``log`` when all are positive,
+    ``symlog`` (linear only below the smallest magnitude) when some are not; None when a linear axis shows
+    them all."""
+    values = np.asarray([v for v in values if np.isfinite(v)], dtype=float)
+    magnitudes = np.abs(values[values != 0])
+    if not magnitudes.size or magnitudes.max() / magnitudes.min() <= WIDE_RANGE:
+        return None
+    if (values > 0).all():
+        return {"value": "log"}
+    return {"value": "symlog", "linthresh": float(magnitudes.min())}
+
+
 def training_curves(runs: list[Run], recipes: list[str], key: str, name: str, title: str, ylabel: str,
                     caption: str, references: list[tuple[str, float]] = ()) -> Plot | None:
     """Per recipe a thin line per seed and a thick mean; ``references``: (label, value) drawn as dashed levels."""
@@ -107,6 +124,10 @@ def training_curves(runs: list[Run], recipes: list[str], key: str, name: str, ti
         return None
     for i, (label, value) in enumerate(references):
         axes.axhline(value, color="0.35", linestyle=("--", ":", "-.")[i % 3], linewidth=1.2, label=label)
+    scale = wide_range([v for line in axes.get_lines() for v in line.get_ydata()])
+    if scale:
+        axes.set_yscale(**scale)
+        ylabel += " (log scale)" if scale["value"] == "log" else " (symmetric log scale)"
     axes.set_xlabel("training step")
     axes.set_ylabel(ylabel)
     axes.set_title(title)
@@ -133,7 +154,8 @@ def dev_curves(runs: list[Run], recipes: list[str]) -> Plot | None:
 def loss_curves(runs: list[Run], recipes: list[str]) -> Plot | None:
     return training_curves(runs, recipes, "loss", "loss-curves", "Training loss", "loss (all objective terms)",
                            "Total training loss at each logged step; thin lines: seeds, thick: mean over seeds. "
-                           "Recipes with different objectives are not on the same scale.")
+                           "Recipes with different objectives are not on the same scale; where their losses differ "
+                           "by more than a factor of 1000 the axis is logarithmic, so every line stays visible.")
 
 
 def align_uniform(runs: list[Run], recipes: list[str], split: str) -> Plot | None:

@@ -42,6 +42,7 @@ class TableBlock:
     headers: list[str]
     rows: list[list[Cell]]
     kind: str = "results"  # CSS class in HTML
+    markdown_columns: list[int] | None = None  # the columns Markdown shows (None: all); HTML scrolls instead
 
 
 @dataclass
@@ -110,7 +111,7 @@ def _mean_std(cell: StatsCell, digits: int) -> str:
 def reference_cells(row: ReferenceRow, table: Table) -> list[Cell]:
     """The base model's row: its figures where it has them, '-' in the columns it was not measured in."""
     runs = max((c.n for c in row.cells.values()), default=0)
-    cells = [Cell(row.label), Cell(f"{runs} runs"), Cell(row.precision)]
+    cells = [Cell(row.label), Cell(counted(runs, "run")), Cell(row.precision)]
     for column in table.columns:
         cell = row.cells.get(column.key)
         cells.append(Cell(_mean_std(cell, column.digits) if cell is not None and cell.n else "-"))
@@ -177,18 +178,44 @@ def _dev_cell(run: Run) -> str:
     return f"{figure.value:.2f} ({figure.setting.precision or 'precision not recorded'}, {figure.source})"
 
 
+def loss_text(value) -> str:
+    """A loss in 4 significant digits: losses range from ~1e-5 (SimCSE's late steps) to ~600 (CLEAR's sum),
+    and a fixed number of decimals would print the small ones as 0.0000."""
+    return "-" if not isinstance(value, (int, float)) or not math.isfinite(value) else f"{value:.4g}"
+
+
+def common_root(runs: list[Run]) -> Path | None:
+    """The folder every run directory lies in (the Runs table names each run relative to it)."""
+    import os
+
+    paths = [str(r.path.resolve()) for r in runs]
+    root = Path(os.path.commonpath(paths)) if paths else None
+    return root.parent if root is not None and len(paths) == 1 else root
+
+
 def runs_block(runs: list[Run]) -> TableBlock:
     rows = []
+    root = common_root(runs)
     for r in runs:
         s = r.summary or {}
         kept = "-" if s.get("best_step") is None else str(s["best_step"])
-        loss = "-" if s.get("final_loss") is None else f"{s['final_loss']:.4f}"
         steps = f"{s.get('steps', '?')}/{s.get('total_steps', '?')}" if s else "not trained"
-        rows.append([Cell(r.recipe), Cell(str(r.seed)), Cell(str(r.path)), Cell(steps),
+        where = r.path.resolve().relative_to(root) if root is not None else r.path
+        rows.append([Cell(r.recipe), Cell(str(r.seed)), Cell(str(where)), Cell(steps),
                      Cell("yes" if r.finished else "no"), Cell(training_precision(r.summary) or "-"),
-                     Cell(_dev_cell(r)), Cell(kept), Cell(loss), Cell(", ".join(sorted(r.evals)) or "-")])
+                     Cell(_dev_cell(r)), Cell(kept), Cell(loss_text(s.get("final_loss"))),
+                     Cell(", ".join(sorted(r.evals)) or "-")])
+    # Markdown has no horizontal scroll: the directory, Finished (Steps says it) and Evaluated are left out there.
     return TableBlock(["Recipe", "Seed", "Directory", "Steps", "Finished", "Training precision", "STS-B dev",
-                       "Kept step", "Final loss", "Evaluated"], rows, kind="runs")
+                       "Kept step", "Final loss", "Evaluated"], rows, kind="runs",
+                      markdown_columns=[0, 1, 3, 5, 6, 7, 8])
+
+
+def runs_section(runs: list[Run]) -> Section:
+    root = common_root(runs)
+    where = f"Directories are relative to {root}. " if root is not None else ""
+    return Section("Runs", [Paragraph(f"{where}STS-B dev: the run's one figure and how it was computed; final loss: "
+                                      "the last logged window's mean (summary.json)."), runs_block(runs)])
 
 
 def precision_sentence(runs: list[Run]) -> str | None:
@@ -205,7 +232,8 @@ def precision_sentence(runs: list[Run]) -> str | None:
     parts = []
     for (precision, requested, reason), n in sorted(counts.items(), key=lambda item: -item[1]):
         why = f" (precision: {requested}; {reason})" if requested and reason else ""
-        parts.append(f"{precision}{why} on {n} runs" if precision else f"not recorded on {n} runs")
+        runs_text = counted(n, "run")
+        parts.append(f"{precision}{why} on {runs_text}" if precision else f"not recorded on {runs_text}")
     return "Training precision (summary.json): " + "; ".join(parts) + "."
 
 
@@ -275,16 +303,29 @@ def tests_section(tables: list[Table], recipes: list[str], baseline: str | None)
     elif baseline not in recipes:
         tests.blocks.append(Paragraph(f"The baseline recipe {baseline!r} has no runs here: no paired tests "
                                       f"(choose one of {', '.join(recipes)} with --baseline)."))
-    elif tables:
+    elif not tables:
+        tests.blocks.append(Paragraph("No evaluation results: the tests compare evaluated runs "
+                                      "(`cselab sweep` evaluates each run after training)."))
+    elif len(recipes) == 1:
+        tests.blocks.append(Paragraph(f"Only {baseline} has runs here: no other recipe to compare with it."))
+    else:
         tests.blocks.append(Paragraph(
             f"Difference of each recipe's mean from {baseline}'s, {TEST_NAME}; n = number of shared seeds; "
-            f"* p < 0.05, with no correction for the many comparisons. With n = 3 seeds the test has low power: "
-            f"only large, consistent differences reach p < 0.05, and a large p-value does not show that two "
-            f"recipes are equal. Wilcoxon's signed-rank test is not used: with 3 pairs its two-sided p-value "
-            f"cannot go below 0.25."))
+            f"* p < 0.05, with no correction for the many comparisons. {power_sentence(tables)} Wilcoxon's "
+            f"signed-rank test is not used: with 3 pairs its two-sided p-value cannot go below 0.25."))
         for table in tables:
             tests.blocks += [Paragraph(table.title.split(" (")[0] + ":"), tests_block(table, baseline)]
     return tests
+
+
+def power_sentence(tables: list[Table]) -> str:
+    """How many pairs the tests had, counted from the tests themselves."""
+    sizes = sorted({test.n for table in tables for test in table.tests.values()})
+    if not sizes or sizes[-1] < 2:
+        return "No recipe shares 2 seeds with the baseline, so no test could be made."
+    n = str(sizes[-1]) if len(sizes) == 1 else f"{sizes[0]} to {sizes[-1]}"
+    return (f"With n = {n} seeds the test has low power: only large, consistent differences reach p < 0.05, and "
+            f"a large p-value does not show that two recipes are equal.")
 
 
 def versions_section(runs: list[Run]) -> Section:
@@ -314,7 +355,7 @@ def build_document(runs: list[Run], split: str = "auto", baseline: str | None = 
     plots, missing = all_plots(runs, recipes, tables, chosen or "dev")
     sections = [results_section(tables, extra, seeds), tests_section(tables, recipes, baseline),
                 Section("Plots", [PlotBlock(p) for p in plots] + [Paragraph(f"Not drawn: {why}.") for why in missing]),
-                Section("Runs", [runs_block(runs)]), versions_section(runs), configurations_section(runs)]
+                runs_section(runs), versions_section(runs), configurations_section(runs)]
     return Document(title, intro_lines(runs, recipes, chosen), sections, plots, chosen, tables + extra)
 
 
@@ -334,8 +375,12 @@ def to_markdown(doc: Document, plot_dir: str = "plots") -> str:
             if isinstance(block, Paragraph):
                 lines += [block.text, ""]
             elif isinstance(block, TableBlock):
-                lines += ["| " + " | ".join(block.headers) + " |", "|" + "|".join("---" for _ in block.headers) + "|"]
-                lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in block.rows] + [""]
+                shown = block.markdown_columns or range(len(block.headers))
+                headers = [block.headers[i] for i in shown]
+                lines += ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+                lines += ["| " + " | ".join(_md_cell(row[i]) for i in shown) + " |" for row in block.rows] + [""]
+                if block.markdown_columns is not None:
+                    lines += [f"(report.html has every column: {', '.join(block.headers)}.)", ""]
             elif isinstance(block, PlotBlock):
                 lines += [f"![{block.plot.title}]({plot_dir}/{block.plot.name}.svg)", "", f"*{block.plot.caption}*", ""]
             elif isinstance(block, CodeBlock):
@@ -358,6 +403,7 @@ td:first-child, th:first-child { text-align: left; }
 tr:nth-child(even) td { background: #f0f4f8; }
 td.best { font-weight: 700; background: #c6f6d5 !important; }
 table.runs td, table.versions td { text-align: left; font-size: .85em; }
+table.runs td:nth-child(3) { white-space: normal; overflow-wrap: anywhere; min-width: 12em; }
 .scroll { overflow-x: auto; }
 figure.plot { margin: 1.2em 0; border: 1px solid #e2e8f0; padding: .6em; }
 figure.plot svg { max-width: 100%; height: auto; }
