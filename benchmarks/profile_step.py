@@ -49,7 +49,7 @@ def main() -> None:
     device = torch.device("cpu")
     parts = build_parts(config, device)
     precision = choose_precision(config.train.precision, device, parts.encoder.hidden_size)
-    optimizer, scheduler = make_optimizer(parts.trainable, config, total)
+    optimizer, scheduler = make_optimizer(parts.trainable, config.optim, total)
     update = OptimizerStep(optimizer, scheduler, list(parts.trainable.parameters()), config.optim.max_grad_norm)
     step = choose_step(StepForward(parts.encoder, parts.head, parts.objective, device, precision.precision), None)
     parts.trainable.train()

@@ -9,7 +9,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from cselab.errors import counted, single_line
+from cselab.errors import CselabError, counted, single_line
 
 # Subcommands owned by other packages: each module has register(subparsers).
 EXTENSIONS = ["cselab.evaluate.cli", "cselab.augment.cli", "cselab.experiments.cli"]
@@ -401,22 +401,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# Errors that explain themselves in one line: (module, class name), looked up only once the module
-# is loaded, so `cselab recipes` does not import torch to learn an exception's name.
-USER_ERRORS = [("cselab.errors", "ConfigError"), ("cselab.errors", "UnknownNameError"),
-               ("cselab.errors", "UnsafeModelError"), ("cselab.errors", "ModelLoadError"),
-               ("cselab.errors", "TrainingError"), ("cselab.data.corpus", "CorpusError"),
-               ("cselab.train.checkpoint", "CheckpointError"),
-               ("cselab.augment.base", "AugmenterUnavailable"), ("cselab.augment.cache", "CacheFileError"),
-               ("cselab.augment.cli", "AugmentCliError"), ("cselab.evaluate.formats", "DataFormatError"),
-               ("cselab.evaluate.download", "DownloadError"), ("cselab.experiments", "ExperimentError")]
-
-
 def is_user_error(exc: BaseException) -> bool:
-    if isinstance(exc, OSError):  # a path the user gave: missing, unreadable, a directory, a full disk
-        return True
-    classes = [getattr(sys.modules[m], name, None) for m, name in USER_ERRORS if m in sys.modules]
-    return isinstance(exc, tuple(c for c in classes if c is not None))
+    """Bad input rather than a bug: one of cselab's own errors, or an OSError about a path the user gave
+    (missing, unreadable, a directory, a full disk)."""
+    return isinstance(exc, (CselabError, OSError))
 
 
 def main(argv: list[str] | None = None) -> int:

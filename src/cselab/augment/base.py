@@ -16,6 +16,7 @@ import zlib
 from typing import ClassVar, Protocol, TypeVar, runtime_checkable
 
 from cselab.augment.tokenize import detokenize, tokenize
+from cselab.errors import CselabError
 from cselab.registry import Registry
 
 #: Meaning tags, as AugCSE (Table 3) groups its transformations.
@@ -36,7 +37,7 @@ AUGMENTERS: Registry[Augmenter] = Registry("augmenter")
 A = TypeVar("A", bound=type)
 
 
-class AugmenterUnavailable(RuntimeError):
+class AugmenterUnavailable(CselabError, RuntimeError):
     """An augmenter's optional dependency (WordNet files, GloVe vectors, spaCy model...) is missing."""
 
 

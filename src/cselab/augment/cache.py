@@ -39,6 +39,7 @@ from typing import Any
 
 from cselab.augment.base import AUGMENTERS, AugmenterUnavailable, register_augmenter, sentence_seed
 from cselab.augment.compose import build_spec
+from cselab.errors import CselabError
 
 log = logging.getLogger("cselab.augment")
 
@@ -48,7 +49,7 @@ CACHE_FORMAT = 1
 SPEED_ONLY = frozenset({"progress", "num_threads", "device"})
 
 
-class CacheFileError(ValueError):
+class CacheFileError(CselabError, ValueError):
     """A malformed line in an augmentation cache file."""
 
 

@@ -20,6 +20,8 @@ import json
 import sys
 from pathlib import Path
 
+from cselab.errors import CselabError
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("augment", help="list augmenters, or augment a corpus into a jsonl cache",
@@ -43,7 +45,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-class AugmentCliError(ValueError):
+class AugmentCliError(CselabError, ValueError):
     pass
 
 

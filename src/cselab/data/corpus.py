@@ -24,14 +24,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cselab.errors import counted
+from cselab.errors import CselabError, counted
 from cselab.wordnet_data import WordNetUnavailable, wordnet_dir
 
 # Longer lines are cut: the tokenizer keeps at most max_seq_len tokens anyway.
 MAX_CHARS = 10_000
 
 
-class CorpusError(ValueError):
+class CorpusError(CselabError, ValueError):
     """The corpus cannot be read; the message names the file (and line where it applies)."""
 
 

@@ -22,7 +22,7 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
-from cselab.errors import counted
+from cselab.errors import CselabError, counted
 
 DEFAULT_URL = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/senteval.tar"
 DEFAULT_DEST = Path.home() / ".cache" / "cselab" / "senteval"
@@ -47,7 +47,7 @@ def default_wiki1m_path() -> Path:
     return Path(os.environ.get("CSELAB_WIKI1M") or cselab_home() / WIKI1M_NAME).expanduser()
 
 
-class DownloadError(RuntimeError):
+class DownloadError(CselabError, RuntimeError):
     """The download or the archive is not what it should be."""
 
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
-from cselab.errors import counted
+from cselab.errors import CselabError, counted
 
 DOWNLOAD_HINT = "run `cselab data download --dest DIR` and pass --data-dir DIR"
 
 
-class DataFormatError(ValueError):
+class DataFormatError(CselabError, ValueError):
     """A SentEval file whose content does not match its format."""
 
 

@@ -7,8 +7,10 @@ run was trained and evaluated with). The report reads only these files.
 """
 from __future__ import annotations
 
+from cselab.errors import CselabError
 
-class ExperimentError(ValueError):
+
+class ExperimentError(CselabError, ValueError):
     """A sweep or report cannot go on; the message (one line) names the file, run or option."""
 
     def __init__(self, message: str):

@@ -34,7 +34,7 @@ import torch
 from safetensors.torch import load_file, load_model, save_file
 
 from cselab.config import Config
-from cselab.errors import counted
+from cselab.errors import CselabError, counted
 
 log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
@@ -49,7 +49,7 @@ RESUME_SAFE_KEYS = frozenset({"train.output_dir", "train.save_steps", "train.log
                               "recipe"})  # the name: the settings themselves are compared
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(CselabError, RuntimeError):
     """A checkpoint cannot be used for this run; the message says why in one line."""
 
 

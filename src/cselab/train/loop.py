@@ -39,7 +39,7 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
             if note:
                 process.say(note)
         process.seed_per_rank(config.train.seed)
-        optimizer, scheduler = make_optimizer(parts.trainable, config, len(parts.plan))
+        optimizer, scheduler = make_optimizer(parts.trainable, config.optim, len(parts.plan))
         state = start_or_resume(process, latest, parts, optimizer, scheduler, config)
         precision = run_precision(process, config, parts.encoder.hidden_size, state)
         update = OptimizerStep(optimizer, scheduler, list(parts.trainable.parameters()), config.optim.max_grad_norm,

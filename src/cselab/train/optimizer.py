@@ -3,28 +3,34 @@ gradient scaler that fp16 training needs on a GPU."""
 from __future__ import annotations
 
 import torch
+from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
+from transformers.trainer_pt_utils import get_parameter_names
 
-from cselab.config import Config
+from cselab.config import OptimConfig
 
 
-def make_optimizer(trainable: torch.nn.Module, config: Config, total_steps: int):
-    """AdamW (the fused kernel where available) and the warm-up + linear/constant schedule."""
-    parameters = [p for p in trainable.parameters() if p.requires_grad]
-    settings = {"lr": config.optim.lr, "weight_decay": config.optim.weight_decay}
+def parameter_groups(trainable: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """AdamW's parameter groups as BERT and Hugging Face's Trainer make them: weight decay on the weight
+    matrices only, none on biases and LayerNorm weights (decaying a normalisation's gain or a bias
+    towards 0 only hurts). The names come from transformers' own helper, so the rule is the Trainer's."""
+    decayed = {name for name in get_parameter_names(trainable, [torch.nn.LayerNorm]) if "bias" not in name}
+    named = [(name, p) for name, p in trainable.named_parameters() if p.requires_grad]
+    groups = [{"params": [p for name, p in named if name in decayed], "weight_decay": weight_decay},
+              {"params": [p for name, p in named if name not in decayed], "weight_decay": 0.0}]
+    return [group for group in groups if group["params"]]
+
+
+def make_optimizer(trainable: torch.nn.Module, optim: OptimConfig, total_steps: int):
+    """AdamW (the fused kernel where available) with transformers' warm-up + linear/constant schedule."""
+    groups = parameter_groups(trainable, optim.weight_decay)
     try:
-        optimizer = torch.optim.AdamW(parameters, fused=True, **settings)
+        optimizer = torch.optim.AdamW(groups, lr=optim.lr, fused=True)
     except (RuntimeError, TypeError):
-        optimizer = torch.optim.AdamW(parameters, **settings)
-    warmup = int(config.optim.warmup_ratio * total_steps)
-
-    def factor(step: int) -> float:
-        if warmup and step < warmup:
-            return (step + 1) / warmup
-        if config.optim.schedule == "constant":
-            return 1.0
-        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
-
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        optimizer = torch.optim.AdamW(groups, lr=optim.lr)
+    warmup = int(optim.warmup_ratio * total_steps)
+    if optim.schedule == "constant":
+        return optimizer, get_constant_schedule_with_warmup(optimizer, warmup)
+    return optimizer, get_linear_schedule_with_warmup(optimizer, warmup, total_steps)
 
 
 def clip_gradients(parameters: list[torch.nn.Parameter], max_norm: float) -> torch.Tensor:
