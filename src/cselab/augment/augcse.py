@@ -41,6 +41,7 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, ClassVar
 
+from cselab import citations
 from cselab.augment import spacy_pipeline
 from cselab.augment.base import AUGMENTERS, AugmenterUnavailable, check_ratio, register_augmenter, sentence_seed
 from cselab.augment.spacy_pipeline import MAX_PARSE_CHARS, SENTENCIZER
@@ -170,6 +171,7 @@ class SpacyRule:
     ``rewrite`` returns the new text, or None when the rule cannot apply. Docs come from the
     shared parse cache (other rules of the same level get the same objects): read them only.
     """
+    citation = citations.AUGCSE
 
     name: ClassVar[str]
     tag: ClassVar[str]
@@ -253,6 +255,7 @@ def _capitalize(text: str) -> str:
 
 class RegexRule:
     """Base for rules that need no parse: regular expressions over the raw text."""
+    citation = citations.AUGCSE
 
     name: ClassVar[str]
     tag: ClassVar[str]

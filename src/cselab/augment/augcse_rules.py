@@ -24,6 +24,7 @@ import random
 import re
 from typing import ClassVar
 
+from cselab import citations
 from cselab.augment.augcse import _CONTRACTIONS, _INVERTED_SUBJECT, _phrase_key, _phrase_pattern
 from cselab.augment.base import SentenceAugmenter, TokenAugmenter, check_positive_int, check_ratio, register_augmenter
 from cselab.augment.tokenize import is_word, match_case
@@ -36,6 +37,7 @@ def _alternation(words) -> str:
 
 class _SubstitutionRule(SentenceAugmenter):
     """A rule that rewrites each match of ``pattern`` by ``replace(match, rng)``; no match: the sentence as is."""
+    citation = citations.AUGCSE
 
     pattern: ClassVar[re.Pattern]
 
@@ -147,6 +149,7 @@ class RandomWordAugmentation(TokenAugmenter):
     tokens are never chosen and always kept (nlpaug skips them as well); at least one word stays.
     The same rule as nlpaug's, written here (nlpaug is not a dependency).
     """
+    citation = citations.AUGCSE
 
     name = "random_word_augmentation"
     tag = "possibly-altering"

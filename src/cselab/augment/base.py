@@ -26,6 +26,7 @@ TAGS = ("meaning-preserving", "possibly-altering", "altering")
 @runtime_checkable
 class Augmenter(Protocol):
     name: str
+    citation: str  # the BibTeX of its method's paper, "" for none (SentenceAugmenter's default)
 
     def augment(self, sentences: list[str], seed: int) -> list[str]:
         """One output per input, in order; the unchanged input where no rule applies."""
@@ -83,6 +84,8 @@ class SentenceAugmenter:
 
     Subclasses set ``name``, ``tag`` and ``description`` and implement ``augment_one``.
     """
+    # The BibTeX of the paper whose method this is (cselab/citations.py); "": none defines it.
+    citation: ClassVar[str] = ""
 
     name: ClassVar[str]
     tag: ClassVar[str]

@@ -15,6 +15,7 @@ import math
 import random
 from typing import Any
 
+from cselab import citations
 from cselab.augment.base import (
     AUGMENTERS,
     TAGS,
@@ -53,6 +54,11 @@ def _apply_to_rows(augmenter: Augmenter, sentences: list[str], rows: list[int], 
             out[i] = text
 
 
+def _citation(parts: list) -> str:
+    """A composition cites the papers of its parts."""
+    return citations.join(*(getattr(part, "citation", "") for part in parts))
+
+
 @register_augmenter
 class Sequence:
     name = "sequence"
@@ -64,6 +70,7 @@ class Sequence:
             raise ValueError(f"sequence: 'steps' must be a non-empty list, got {steps!r}")
         self.steps = [build_spec(spec, f"sequence.steps[{k}]") for k, spec in enumerate(steps)]
         self.tag = _most_altering(self.steps)
+        self.citation = _citation(self.steps)
 
     def augment(self, sentences: list[str], seed: int) -> list[str]:
         out = list(sentences)
@@ -111,6 +118,7 @@ class OneOf:
             acc += float(w) / total
             self.cumulative.append(acc)
         self.tag = _most_altering(self.choices)
+        self.citation = _citation(self.choices)
         self._rng = random.Random(0)
 
     def choose(self, sentences: list[str], seed: int) -> list[int]:
@@ -154,6 +162,7 @@ class WithProbability:
         self.p = p
         self.augmenter = build_spec(augmenter, "with_probability.augmenter")
         self.tag = getattr(self.augmenter, "tag", "possibly-altering")
+        self.citation = _citation([self.augmenter])
         self._rng = random.Random(0)
 
     def augment(self, sentences: list[str], seed: int) -> list[str]:

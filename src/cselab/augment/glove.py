@@ -17,6 +17,7 @@ from __future__ import annotations
 import random
 from functools import lru_cache
 
+from cselab import citations
 from cselab.augment.base import (
     AugmenterUnavailable,
     TokenAugmenter,
@@ -102,6 +103,7 @@ class GloveNeighbours:
 
 @register_augmenter
 class GloveSynonymSubstitution(TokenAugmenter):
+    citation = citations.AUGCSE
     name = "glove_synonym_substitution"
     tag = "possibly-altering"
     description = "replace ~15% of content words by one of their 10 nearest GloVe-50d neighbours"

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import random
 
+from cselab import citations
 from cselab.augment.base import (
     TokenAugmenter,
     check_positive_int,
@@ -154,6 +155,7 @@ class TokenLevel:
 
 class ClearRule(TokenLevel, TokenAugmenter):
     """A CLEAR rule written once as a plan over units, applied to a model's pieces or to words."""
+    citation = citations.CLEAR
 
     def plan(self, units: list[str], rng: random.Random) -> list[PlanItem] | None:
         """What the augmented sequence is made of (see ``PlanItem``); None when the rule cannot apply."""
@@ -234,6 +236,7 @@ class ClearSynonymSubstitution(TokenLevel, WordNetSubstitution):
     """``ratio`` of the units (at least one) replaced by WordNet synonyms, among those that have any.
     At the token level only pieces that are whole words qualify: ``un`` of ``unbelievably`` is not
     the word "un"."""
+    citation = citations.CLEAR
 
     name = "clear_synonym_substitution"
     tag = "possibly-altering"
@@ -266,6 +269,7 @@ def _eda_count(alpha: float, n: int) -> int:
 
 @register_augmenter
 class EdaSynonymReplacement(WordNetSubstitution):
+    citation = citations.EDA
     name = "eda_synonym_replacement"
     tag = "meaning-preserving"
     description = "EDA synonym replacement: max(1, int(0.1 n)) non-stop words -> WordNet synonyms"
@@ -281,6 +285,7 @@ class EdaSynonymReplacement(WordNetSubstitution):
 
 @register_augmenter
 class EdaRandomInsertion(TokenAugmenter):
+    citation = citations.EDA
     name = "eda_random_insertion"
     tag = "possibly-altering"
     description = "EDA random insertion: a synonym of a random word inserted at a random place, n times"
@@ -308,6 +313,7 @@ class EdaRandomInsertion(TokenAugmenter):
 
 @register_augmenter
 class EdaRandomSwap(TokenAugmenter):
+    citation = citations.EDA
     name = "eda_random_swap"
     tag = "possibly-altering"
     description = "EDA random swap: two random tokens swapped, max(1, int(0.1 n)) times"
@@ -331,6 +337,7 @@ class EdaRandomSwap(TokenAugmenter):
 
 @register_augmenter
 class EdaRandomDeletion(TokenAugmenter):
+    citation = citations.EDA
     name = "eda_random_deletion"
     tag = "possibly-altering"
     description = "EDA random deletion: each token deleted with probability 0.1 (one always kept)"

@@ -32,6 +32,7 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from cselab import citations
 from cselab.augment import spacy_pipeline
 from cselab.augment.base import AugmenterUnavailable, register_augmenter, sentence_seed
 from cselab.augment.spacy_pipeline import MAX_PARSE_CHARS
@@ -743,6 +744,7 @@ class _SpacyAugmenter:
     pool; the augmenter then works in-process with a warning). Use it for offline augmentation
     (``cselab augment --aug sda_punctuation --set sda_punctuation.processes=auto``) and benchmarks.
     Pickling drops the pool."""
+    citation = citations.SDA
 
     name = ""
     tag = ""

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cselab import citations
 from cselab.augment.base import AUGMENTERS, sentence_seed
 from cselab.errors import counted
 
@@ -224,6 +225,7 @@ class UNAAugmenter:
     ``extra_fit_positives`` true: the run's positives join it instead (the training views hand the
     texts of ``views.positive: cached``, built for the whole corpus before the first step, to ``fit``).
     """
+    citation = citations.UNA
 
     name = "una"
     tag = "altering"

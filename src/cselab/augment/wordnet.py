@@ -21,6 +21,7 @@ import warnings
 from functools import lru_cache
 from pathlib import Path
 
+from cselab import citations
 from cselab.augment.base import (
     AugmenterUnavailable,
     TokenAugmenter,
@@ -212,6 +213,7 @@ class WordNetSubstitution(TokenAugmenter):
     caps the count (None: no cap). ``senses`` limits look-ups to each word's first (most
     frequent) WordNet senses; None uses all, as EDA and CLEAR do. Capitalisation is kept.
     """
+    citation = citations.AUGCSE
 
     relation: str = "synonyms"
     pos: str | None = None

@@ -58,6 +58,8 @@ class LossTerm(Protocol):
     """
 
     needs: frozenset[str]
+    # The BibTeX of the paper whose objective this is (cselab/citations.py); "" where none defines it.
+    citation: str = ""
 
     def parameters(self): ...
 

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from cselab import citations
 from cselab.losses import LOSSES
 from cselab.losses.base import LossInputs, accuracy, scale_gradient
 
@@ -32,6 +33,7 @@ def reverse_gradient(x: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
 
 @LOSSES.register("discriminator", "AugCSE: predict the augmentation type behind gradient reversal (BCE)")
 class AugmentationDiscriminator(nn.Module):
+    citation = citations.AUGCSE
     needs = frozenset({"anchor", "label_view", "labels"})
 
     def __init__(self, num_labels: int | None = None, embedding_size: int | None = None, alpha: float = 1.0,

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from cselab import citations
 from cselab.losses import LOSSES
 from cselab.losses.base import LossInputs
 
@@ -73,6 +74,8 @@ class EmbeddingPositiveTerm(nn.Module):
         self.kind, self.strength = kind, strength
         self.needs = frozenset({"anchor", "positive"}) | self.inner.needs
         self.wants = getattr(self.inner, "wants", frozenset())
+        # UNA's appendix compares these embedding-level positives; the wrapped term cites its own paper.
+        self.citation = citations.join(citations.UNA, getattr(self.inner, "citation", ""))
 
     def forward(self, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         positive = embedding_positive(inputs.anchor, inputs.positive, self.kind, self.strength)

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from cselab import citations
 from cselab.losses import LOSSES
 from cselab.losses.base import LossInputs, accuracy
 
@@ -50,6 +51,7 @@ def default_temperature(model_type: str | None) -> float:
 
 @LOSSES.register("focal", "Focal-InfoNCE (Hou & Li 2023): s_p^2/tau positive, s_n(s_n+m)/tau negatives")
 class FocalInfoNCELoss(nn.Module):
+    citation = citations.FOCAL_INFONCE
     needs = frozenset({"anchor", "positive"})
     wants = frozenset({"negative"})  # hard negatives when the step has them
 

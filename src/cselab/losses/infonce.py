@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from cselab import citations
 from cselab.losses import LOSSES
 from cselab.losses.base import LossInputs, accuracy
 
@@ -23,6 +24,7 @@ def cosine_matrix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 @LOSSES.register("infonce", "SimCSE InfoNCE: in-batch negatives, optional hard-negative column")
 class InfoNCELoss(nn.Module):
+    citation = citations.SIMCSE
     needs = frozenset({"anchor", "positive"})
     wants = frozenset({"negative"})  # hard negatives when the step has them
 

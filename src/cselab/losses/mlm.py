@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from cselab import citations
 from cselab.losses import LOSSES
 from cselab.losses.base import LossInputs, accuracy
 
@@ -26,6 +27,7 @@ from cselab.losses.base import LossInputs, accuracy
 @LOSSES.register("mlm", "masked language modelling (15%, 80/10/10, optionally whole words; masked in the collator), "
                         "tied prediction head")
 class MaskedLanguageModelLoss(nn.Module):
+    citation = citations.BERT
     needs = frozenset({"masked"})
 
     def __init__(self, probability: float = 0.15, mask_replace_prob: float = 0.8, random_replace_prob: float = 0.1,

@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from cselab import citations
 from cselab.losses import LOSSES
 from cselab.losses.base import LossInputs, accuracy
 
@@ -62,6 +63,7 @@ def paired_view_logits(first: torch.Tensor, second: torch.Tensor, extra: torch.T
 
 @LOSSES.register("ntxent", "NT-Xent over paired views (CLEAR/SimCLR, UNA's 4N form); mean or sum (CLEAR Eq. 2)")
 class NTXentLoss(nn.Module):
+    citation = citations.CLEAR
     def __init__(self, temperature: float = 0.05, intra_view_negatives: bool = True, positive_role: str = "positive",
                  hard_negatives: str = "columns", reduction: str = "mean"):
         super().__init__()

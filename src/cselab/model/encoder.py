@@ -2,7 +2,9 @@
 
 The whole forward pass reads top to bottom in ``SentenceEncoder.forward``. A saved encoder is a
 sentence-transformers directory (safetensors only), so ``SentenceTransformer(path)`` loads it and
-gives the same embeddings as ``SentenceEncoder.encode``.
+gives the same embeddings as ``SentenceEncoder.encode``: its ``max_seq_length`` is the backbone's
+usable length (not the training length, which ``cselab_config.json`` keeps), with
+``config_sentence_transformers.json`` and a model card (``model/card.py``) beside it.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from cselab import citations
 from cselab.errors import ModelLoadError, UnsafeModelError
 from cselab.hardware import autocast, choose_precision
 from cselab.model.poolers import NEEDS_HIDDEN_STATES, POOLERS
@@ -24,6 +27,13 @@ from cselab.model.poolers import NEEDS_HIDDEN_STATES, POOLERS
 log = logging.getLogger(__name__)
 
 CSELAB_CONFIG = "cselab_config.json"
+ST_CONFIG = "config_sentence_transformers.json"
+# cselab_config.json's "format": 2 = sentence_bert_config.json holds the inference length. Saves without it
+# (format 1) stored the training length there, so every reader of the directory cut sentences to it.
+SAVE_FORMAT = 2
+# The longest input used for inference: BERT-size encoders have 512 positions, and attention's cost grows
+# with the square of the length beyond them for models with no fixed limit.
+FULL_LENGTH_CAP = 512
 
 
 def resolve_model_path(name_or_path: str) -> str:
@@ -80,7 +90,8 @@ def _saved_settings(path: Path) -> dict:
     if not file.is_file():
         return {}
     saved = _read_json(file)
-    expected = {"pooler": (str,), "mlp": (bool,), "mlp_only_train": (bool,), "max_seq_len": (int,)}
+    expected = {"pooler": (str,), "mlp": (bool,), "mlp_only_train": (bool,), "max_seq_len": (int,), "format": (int,),
+                "base_model": (str,), "citations": (list,)}
     for key, types_ in expected.items():
         value = saved.get(key)
         if value is not None and (not isinstance(value, types_) or (key == "max_seq_len" and value < 4)):
@@ -88,6 +99,17 @@ def _saved_settings(path: Path) -> dict:
     if saved.get("pooler") is not None and saved["pooler"] not in POOLERS:
         raise ModelLoadError(f"{file}: unknown pooler {saved['pooler']!r} (known: {', '.join(POOLERS.names())})")
     return saved
+
+
+def _stored_training_length(path: Path, saved: dict, declared: int | None) -> bool:
+    """Whether ``sentence_bert_config.json``'s max_seq_length is the training length, as cselab wrote it
+    before save format 2 (recognised by its cselab_config.json: no format, the same max_seq_len)."""
+    stored = saved and "format" not in saved and declared is not None and declared == saved.get("max_seq_len")
+    if stored:
+        log.warning("%s: its max_seq_length %d is the length it was trained at (saved by an earlier cselab); "
+                    "encoding reads up to the model's full length (re-save it, cselab.load(path).save(path), so "
+                    "sentence-transformers does too)", path, declared)
+    return bool(stored)
 
 
 def _declared_length(path: Path) -> int | None:
@@ -116,6 +138,16 @@ def position_limit(backbone: nn.Module) -> int | None:
     return positions
 
 
+def usable_length(backbone: nn.Module, tokenizer) -> int:
+    """The longest input the model reads for inference: its position limit and its tokenizer's limit,
+    at most ``FULL_LENGTH_CAP`` (sentence-transformers caps a plain model's length the same way)."""
+    limits = [FULL_LENGTH_CAP, position_limit(backbone) or FULL_LENGTH_CAP]
+    tokenizer_limit = getattr(tokenizer, "model_max_length", None)
+    if isinstance(tokenizer_limit, int) and not isinstance(tokenizer_limit, bool) and tokenizer_limit >= 4:
+        limits.append(tokenizer_limit)
+    return min(limits)
+
+
 class SimCSEMLP(nn.Module):
     """SimCSE's projection over the pooled output: Linear(h, h) then tanh."""
 
@@ -140,6 +172,11 @@ class SentenceEncoder(nn.Module):
         self.pooler = pooler
         self.pool = POOLERS.get(pooler)
         self.max_seq_len = _fitting_length(max_seq_len, backbone)
+        # The length it is trained at: cselab_config.json keeps it (None: not known, e.g. a model loaded
+        # for inference that cselab did not train); tokenize() cuts at max_seq_len.
+        self.train_max_seq_len: int | None = self.max_seq_len
+        self.base_model: str | None = None  # the model it starts from (None: randomly initialised); for the card
+        self.citation = ""  # the BibTeX of the methods it is trained with (the training run sets it); for the card
         self.mlp_only_train = mlp_only_train
         use_mlp = (pooler == "cls") if mlp is None else mlp
         self.mlp = SimCSEMLP(backbone.config.hidden_size) if use_mlp else None
@@ -170,12 +207,20 @@ class SentenceEncoder(nn.Module):
             mlp = mlp == "true"
         if mlp_only_train is None:
             mlp_only_train = saved.get("mlp_only_train", True)
-        if max_seq_len is None:
-            # A sentence-transformers directory declares its own length; SimCSE's 32 otherwise.
-            max_seq_len = saved.get("max_seq_len") or _declared_length(path) or 32
+        for_inference = max_seq_len is None
+        if for_inference:
+            # The length a sentence-transformers directory declares (as SentenceTransformer(path) reads it),
+            # except an earlier cselab's training length; else the backbone's usable length (below).
+            declared = _declared_length(path)
+            max_seq_len = None if _stored_training_length(path, saved, declared) else declared
         tokenizer, backbone, base_pooler = _load_backbone(name_or_path, resolved, trust_remote_code)
         encoder = cls(backbone, tokenizer, pooler=pooler, mlp=mlp, mlp_only_train=mlp_only_train,
-                      max_seq_len=max_seq_len)
+                      max_seq_len=max_seq_len or usable_length(backbone, tokenizer))
+        if for_inference:
+            encoder.train_max_seq_len = saved.get("max_seq_len")
+        # A cselab model names the model it was trained from: a card names that, not a local directory.
+        encoder.base_model = saved.get("base_model") if isinstance(saved.get("base_model"), str) else name_or_path
+        encoder.citation = citations.join(*(e for e in saved.get("citations") or [] if isinstance(e, str)))
         encoder.base_pooler = base_pooler
         _load_mlp(encoder, path)
         return encoder
@@ -322,9 +367,11 @@ class SentenceEncoder(nn.Module):
 
     # -- saving ---------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> Path:
-        """Write a sentence-transformers directory (safetensors only) plus cselab's own settings."""
-        from sentence_transformers.sentence_transformer.modules import Dense, Pooling, WeightedLayerPooling
+        """Write a sentence-transformers directory (safetensors only) plus cselab's own settings and a
+        model card (README.md, ``model/card.py``)."""
+        from cselab.model.card import write_card
 
+        Dense, Pooling, WeightedLayerPooling = _st_modules()
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         config = self.backbone.config
@@ -359,20 +406,46 @@ class SentenceEncoder(nn.Module):
         for i, (kind, module) in enumerate(st_modules, start=1):
             sub = f"{i}_{kind}"
             (path / sub).mkdir(exist_ok=True)
-            module.save(str(path / sub))
+            module.save(str(path / sub), safe_serialization=True)
             modules.append({"idx": i, "name": str(i), "path": sub, "type": f"sentence_transformers.models.{kind}"})
         (path / "modules.json").write_text(json.dumps(modules, indent=2))
-        sbert_config = {"max_seq_length": self.max_seq_len, "do_lower_case": False}
+        # Inference reads the model's full length: the training length would cut every longer sentence.
+        sbert_config = {"max_seq_length": usable_length(self.backbone, self.tokenizer), "do_lower_case": False}
         (path / "sentence_bert_config.json").write_text(json.dumps(sbert_config, indent=2))
+        (path / ST_CONFIG).write_text(json.dumps(_st_model_config(), indent=2))
         if self.mlp is not None and self.mlp_only_train:
             # Kept so training can continue from this directory; encoding does not use it.
             from safetensors.torch import save_file
 
             save_file({k: v.contiguous() for k, v in self.mlp.state_dict().items()}, str(path / "mlp.safetensors"))
-        settings = {"pooler": self.pooler, "mlp": self.mlp is not None, "mlp_only_train": self.mlp_only_train,
-                    "max_seq_len": self.max_seq_len}
+        settings = {"format": SAVE_FORMAT, "pooler": self.pooler, "mlp": self.mlp is not None,
+                    "mlp_only_train": self.mlp_only_train, "max_seq_len": self.train_max_seq_len,
+                    "base_model": self.base_model, "citations": citations.entries(self.citation)}
         (path / CSELAB_CONFIG).write_text(json.dumps(settings, indent=2))
+        write_card(path)
         return path
+
+
+def _st_modules():
+    """sentence-transformers' Dense, Pooling and WeightedLayerPooling classes: 5.4 moved them from
+    ``sentence_transformers.models`` (kept there as a deprecated alias) to the path tried first."""
+    try:
+        from sentence_transformers.sentence_transformer.modules import Dense, Pooling, WeightedLayerPooling
+    except ImportError:  # sentence-transformers 3.1 to 5.3
+        from sentence_transformers.models import Dense, Pooling, WeightedLayerPooling
+    return Dense, Pooling, WeightedLayerPooling
+
+
+def _st_model_config() -> dict:
+    """``config_sentence_transformers.json`` with the keys sentence-transformers writes (its ``save``):
+    the library versions, no prompts, cosine similarity."""
+    import sentence_transformers
+    import transformers
+
+    versions = {"sentence_transformers": sentence_transformers.__version__,
+                "transformers": transformers.__version__, "pytorch": torch.__version__}
+    return {"model_type": "SentenceTransformer", "__version__": versions, "prompts": {},
+            "default_prompt_name": None, "similarity_fn_name": "cosine"}
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from cselab import citations
 from cselab.config import Config
 from cselab.data.collate import Collator, StepDataset, StepPlan
 from cselab.data.corpus import CorpusError, CorpusStats
@@ -65,6 +66,9 @@ def build_parts(config: Config, device: torch.device, processes: int = 1, rank: 
     check_views_for(objective, config)
     trainable = torch.nn.ModuleList([encoder, head, *objective.terms]).to(device)
     speed_up(encoder, config, device)
+    # The papers of the recipe's methods, for the saved model's card.
+    methods = [*objective.terms, views.anchor, views.positive, views.negative, *views.labelers]
+    encoder.citation = citations.collect(methods, dropout_view=views.positive is None and objective.encodes_views)
     rates = next((term.masking for term in objective.terms if "masked" in term.needs), None)
     masking = None if rates is None else MlmMasking(encoder.tokenizer, **rates)
     if config.data.packing:
