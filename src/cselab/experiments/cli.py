@@ -21,12 +21,6 @@ def _add_sweep(sub) -> None:
     p.add_argument("--corpus", help="training text for every run (same as --set data.corpus=...)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a recipe key in every run, e.g. --set optim.max_steps=500 (repeatable)")
-    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
-                   help="train every value of a recipe key (repeatable; the grid is crossed with the recipes and "
-                        "seeds; each point goes to OUT/<recipe>/KEY=V/seed-<seed>/), e.g. --grid optim.lr=1e-5,3e-5")
-    p.add_argument("--keep-checkpoints", choices=["all", "last", "none"], default="all",
-                   help="checkpoints of finished runs: all = as training left them (train.keep_checkpoints), "
-                        "last = only the final one, none = removed (their models stay)")
     p.add_argument("--eval-split", choices=["dev", "test"], default="dev",
                    help="dev: STS-B dev, SICK trial, SST-2 dev, MRPC train CV; test: the papers' test sets")
     p.add_argument("--tasks", default="all", help="evaluation tasks: sts, transfer, align, all, or task names")
@@ -46,7 +40,7 @@ def _add_sweep(sub) -> None:
 
 def sweep_settings(args):
     from cselab.evaluate.dev import find_senteval_dir
-    from cselab.experiments.sweep import SweepSettings, parse_grid, parse_recipes, parse_seeds
+    from cselab.experiments.sweep import SweepSettings, parse_recipes, parse_seeds
 
     overrides = list(args.overrides) + ([f"data.corpus={args.corpus}"] if args.corpus else [])
     data_dir = None
@@ -59,8 +53,7 @@ def sweep_settings(args):
     return SweepSettings(recipes=parse_recipes(args.recipes), seeds=parse_seeds(args.seeds), out=Path(args.out),
                          overrides=overrides, evaluate=not args.no_eval, eval_split=args.eval_split, tasks=args.tasks,
                          data_dir=data_dir, transfer_mode=args.transfer_mode,
-                         transfer_protocol=args.transfer_protocol, progress=not args.quiet,
-                         grid=parse_grid(args.grid, overrides), keep_checkpoints=args.keep_checkpoints)
+                         transfer_protocol=args.transfer_protocol, progress=not args.quiet)
 
 
 def _run_sweep(args) -> int:
@@ -69,7 +62,7 @@ def _run_sweep(args) -> int:
     settings = sweep_settings(args)
     if args.dry_run:
         for job, training, evaluation in plan_status(settings):
-            print(f"{job.name:36s} {training:10s} {evaluation:27s} {job.path}")
+            print(f"{job.name:36s} training {training:10s} evaluation {evaluation:14s} {job.path}")
         return 0
     try:
         data = run_sweep(settings)
@@ -79,22 +72,7 @@ def _run_sweep(args) -> int:
     done = sum(1 for r in data["runs"] if r["finished"])
     print(f"{done}/{counted(len(data['runs']), 'run')} finished; aggregate -> {Path(args.out) / SWEEP_FILE}; "
           f"report: cselab report {args.out}")
-    print(disk_sentence(data["disk"], args.out))
     return 0
-
-
-def _megabytes(count: int) -> str:
-    return f"{count / 1e6:.1f} MB"
-
-
-def disk_sentence(disk: dict, out: str) -> str:
-    """How much the sweep directory keeps, and how to keep less."""
-    text = f"{out} holds {_megabytes(disk['bytes'])}"
-    if disk["checkpoint_bytes"]:
-        text += f", {_megabytes(disk['checkpoint_bytes'])} of it in checkpoints"
-        if disk["keep_checkpoints"] != "none":
-            text += " (--keep-checkpoints none removes those of finished runs; their models stay)"
-    return text + "."
 
 
 def _add_report(sub) -> None:

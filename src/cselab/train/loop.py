@@ -10,8 +10,6 @@ keep their own in ``best-METRIC/``), ``run_dir`` and ``checkpoint`` make it resu
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from cselab.config import Config
 from cselab.train.metrics import MetricsLog
 from cselab.train.optimizer import OptimizerStep, gradient_scaler, make_optimizer
@@ -19,7 +17,6 @@ from cselab.train.parts import build_parts, make_loader
 from cselab.train.process import (
     Process,
     best_model_selection,
-    caller_stops,
     checkpoint_due,
     run_precision,
     save_checkpoint,
@@ -33,14 +30,8 @@ from cselab.train.throughput import Throughput
 from cselab.train.validation import validation_for
 
 
-def train(config: Config, resume: bool = True, progress: bool = True, base_dev: dict[str, float] | None = None,
-          on_evaluation: Callable[[int, dict], bool] | None = None) -> dict:
-    """Train as ``config`` says; returns the run summary (also written to summary.json).
-
-    ``base_dev``: the starting encoder's STS-B dev in these settings, by training precision, when a caller
-    (``cselab sweep``) already measured it for another run; it replaces the evaluation before step 1.
-    ``on_evaluation(step, record)``: called after each evaluation; True ends the run there (a pruned trial).
-    """
+def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
+    """Train as ``config`` says; returns the run summary (also written to summary.json)."""
     process = Process.start(config)
     with open_run(process, config, resume) as latest:
         parts = build_parts(config, process.device, process.processes, process.rank)
@@ -58,8 +49,7 @@ def train(config: Config, resume: bool = True, progress: bool = True, base_dev: 
         step = choose_step(forward, config.optim.grad_cache_chunk, update.scale)
         selector = best_model_selection(process, config, parts.encoder, precision.precision, state,
                                         validation_for(parts.validation, forward, process.main),
-                                        mlm_only=not parts.objective.encodes_views,
-                                        known_base_dev=(base_dev or {}).get(precision.precision))
+                                        mlm_only=not parts.objective.encodes_views)
         metrics = MetricsLog(process.out_dir / METRICS if process.main else None, state, config.train.log_steps,
                              Throughput(parts.encoder, precision.dtype, process.device.type, process.processes),
                              process.progress_bar(config.recipe, len(parts.plan), state.step) if progress else None)
@@ -84,10 +74,6 @@ def train(config: Config, resume: bool = True, progress: bool = True, base_dev: 
                     if save:
                         save_checkpoint(process, parts, update, state, selector, config)
                     metrics.restart_window()
-                    if evaluate and on_evaluation is not None and caller_stops(process, on_evaluation, state.step,
-                                                                               record):
-                        process.say(f"stopped after step {state.step} by the caller (e.g. a pruned trial)")
-                        break
                 if stopping:
                     process.say(f"\n{stop.signal_name}: stopped after step {state.step}; checkpoint saved. "
                                 f"Run the same command again to resume.")
