@@ -66,7 +66,9 @@ class AugmentationDiscriminator(nn.Module):
         if not self.sized:
             raise ValueError("discriminator: num_labels and embedding_size must be set (the training loop sets them)")
         logits = self.logits(inputs.anchor, inputs.label_view)
-        # A label >= num_labels makes one_hot raise: num_labels must be len(views.label) + 1.
-        target = F.one_hot(inputs.labels.long(), self.num_labels).float()
+        # One-hot targets by a scatter: F.one_hot checks the labels' range on the host off CUDA (a
+        # read-back the host-sync counter sees). A label >= num_labels still raises (an index error;
+        # a device assert on CUDA): num_labels must be len(views.label) + 1.
+        target = torch.zeros_like(logits).scatter_(1, inputs.labels.long().unsqueeze(1), 1.0)
         loss = F.binary_cross_entropy_with_logits(logits, target)
         return loss, {"disc": loss.detach(), "disc_acc": accuracy(logits, inputs.labels)}

@@ -40,10 +40,8 @@ class InfoNCELoss(nn.Module):
         logits = cosine_matrix(anchor, positive) / self.temperature
         if inputs.negative is not None and len(inputs.negative):
             negative_logits = cosine_matrix(anchor, inputs.negative) / self.temperature
-            m = negative_logits.shape[1]
             bonus = torch.zeros_like(negative_logits)
-            diagonal = torch.arange(m, device=bonus.device)
-            bonus[diagonal, diagonal] = self.hard_negative_weight
+            bonus.diagonal().fill_(self.hard_negative_weight)  # a fill: no tensor made from a Python number
             logits = torch.cat([logits, negative_logits + bonus], dim=1)
         targets = torch.arange(len(anchor), device=anchor.device)
         loss = F.cross_entropy(logits, targets)

@@ -22,6 +22,7 @@ from torch import nn
 from cselab import citations
 from cselab.errors import ModelLoadError, UnsafeModelError
 from cselab.hardware import autocast, choose_precision
+from cselab.model.masks import use_sync_free_masks
 from cselab.model.poolers import NEEDS_HIDDEN_STATES, POOLERS
 
 log = logging.getLogger(__name__)
@@ -167,6 +168,7 @@ class SentenceEncoder(nn.Module):
                  mlp_only_train: bool = True, max_seq_len: int = 32):
         super().__init__()
         POOLERS.get(pooler)  # fail early on an unknown name
+        use_sync_free_masks(backbone)  # no read-back of the batch per forward (model/masks.py)
         self.backbone = backbone
         self.tokenizer = tokenizer
         self.pooler = pooler
@@ -278,14 +280,18 @@ class SentenceEncoder(nn.Module):
         return self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_seq_len,
                               return_tensors="pt")
 
-    def forward(self, features: dict[str, torch.Tensor], use_mlp: bool | None = None) -> torch.Tensor:
-        """Pooled sentence vectors; the MLP applies in training, or always unless mlp_only_train."""
+    def forward(self, features: dict[str, torch.Tensor], use_mlp: bool | None = None,
+                real_tokens: int | None = None) -> torch.Tensor:
+        """Pooled sentence vectors; the MLP applies in training, or always unless mlp_only_train.
+        ``real_tokens``: the attention mask's sum when the caller knows it on the host (the unpadded
+        forward then needs no read-back from the device)."""
         inputs = {k: v for k, v in features.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
         need_all = self.pooler in NEEDS_HIDDEN_STATES
         if self.unpadded:
             from cselab.model.unpadded import unpadded_forward
 
-            hidden_states = unpadded_forward(self.backbone, **inputs, all_hidden_states=need_all)
+            hidden_states = unpadded_forward(self.backbone, **inputs, all_hidden_states=need_all,
+                                             real_tokens=real_tokens)
         else:
             output = self.backbone(**inputs, output_hidden_states=need_all, return_dict=True)
             hidden_states = output.hidden_states if need_all else (output.last_hidden_state,)

@@ -63,14 +63,22 @@ class _Positions:
     position its row, or ``rows`` at a pad (one past the last: the zero row :func:`_pad` appends).
     """
 
-    def __init__(self, attention_mask: torch.Tensor):
+    def __init__(self, attention_mask: torch.Tensor, tokens: int | None = None):
         device = attention_mask.device
-        real = attention_mask.reshape(-1).nonzero().squeeze(1)
-        self.tokens = len(real)
+        flat = attention_mask.reshape(-1)
+        # The token count sets the shapes, so it must be a host integer: the caller's (counted on the
+        # host when the batch was made), else read here (one wait for the device on a GPU).
+        self.tokens = int(flat.sum()) if tokens is None else tokens
         self.rows = -(-self.tokens // ROW_MULTIPLE) * ROW_MULTIPLE
-        self.real = torch.cat([real, real.new_zeros(self.rows - self.tokens)])
-        self.source = torch.full((attention_mask.numel(),), self.rows, dtype=torch.long, device=device)
-        self.source[real] = torch.arange(self.tokens, device=device)
+        # The real positions in order, without nonzero (whose output size the host must wait for): a
+        # stable sort puts the real positions first, in order; the rest fill the extra rows (zeroed).
+        order = torch.argsort((flat == 0).to(torch.uint8), stable=True)
+        if self.rows <= len(order):
+            self.real = order[: self.rows]
+        else:
+            self.real = torch.cat([order, order.new_zeros(self.rows - len(order))])
+        self.source = torch.full((flat.numel(),), self.rows, dtype=torch.long, device=device)
+        self.source.index_copy_(0, self.real[: self.tokens], torch.arange(self.tokens, device=device))
 
 
 class _Pad(torch.autograd.Function):
@@ -113,19 +121,21 @@ def _pad(rows: torch.Tensor, groups: int, positions: _Positions) -> torch.Tensor
 
 def _unpad(blocks: torch.Tensor, positions: _Positions) -> torch.Tensor:
     rows = blocks.index_select(1, positions.real)
-    rows[:, positions.tokens:] = 0
+    rows[:, positions.tokens:].zero_()  # the extra rows (a fill, not a tensor made from a Python 0)
     return rows.transpose(0, 1).reshape(rows.shape[1], -1)
 
 
 def unpadded_forward(backbone: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                      token_type_ids: torch.Tensor | None = None, all_hidden_states: bool = False,
-                     ) -> tuple[torch.Tensor, ...]:
+                     real_tokens: int | None = None) -> tuple[torch.Tensor, ...]:
     """Hidden states (batch, length, hidden), padded with zeros: the last layer's, or with
     ``all_hidden_states`` the embeddings' and every layer's (as Hugging Face's ``hidden_states``).
-    Dropout is the backbone's own modules' (whatever the training loop swapped in).
+    Dropout is the backbone's own modules' (whatever the training loop swapped in). ``real_tokens``:
+    the mask's sum, known on the host (the training step's batch counts it); without it the sum is
+    read back from the device.
     """
     batch, length = input_ids.shape
-    positions = _Positions(attention_mask)
+    positions = _Positions(attention_mask, real_tokens)
 
     def padded(rows: torch.Tensor) -> torch.Tensor:
         return _Pad.apply(rows, 1, positions).view(batch, length, -1)

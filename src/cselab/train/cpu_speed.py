@@ -32,6 +32,8 @@ import logging
 import torch
 from torch import nn
 
+from cselab.model.masks import always_build
+
 log = logging.getLogger(__name__)
 
 ATTENTION_NAME = "cselab_fast_dropout"
@@ -113,7 +115,8 @@ def _register_attention() -> None:
     from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
     AttentionInterface.register(ATTENTION_NAME, _attention)
-    AttentionMaskInterface.register(ATTENTION_NAME, eager_mask)  # additive float mask, as _attention adds it
+    # An additive float mask, as _attention adds it; always built (model/masks.py: no read-back).
+    AttentionMaskInterface.register(ATTENTION_NAME, always_build(eager_mask))
 
 
 def use_fast_dropout(backbone: nn.Module) -> int:
@@ -156,8 +159,9 @@ class _RowsToGradient(torch.autograd.Function):
             weight.grad = table.grad_buffer.zero_()
         rows, grads = ids.reshape(-1), grad_output.reshape(-1, weight.shape[1])
         if table.padding_idx is not None:  # the padding row gets no gradient, as in nn.Embedding
-            keep = rows != table.padding_idx
-            rows, grads = rows[keep], grads[keep]
+            # Zeros added to it rather than its rows dropped: a boolean index would size its output
+            # from the data (a wait for the device on a GPU, train/host_syncs.py).
+            grads = grads.masked_fill((rows == table.padding_idx).unsqueeze(1), 0)
         weight.grad.index_add_(0, rows, grads.to(weight.grad.dtype))
         return None, None, None
 

@@ -47,9 +47,10 @@ class StepForward(torch.nn.Module):
         self.encoder, self.head, self.objective = encoder, head, objective
         self.device, self.precision = device, precision
 
-    def embed(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+    def embed(self, features: dict[str, torch.Tensor], real_tokens: int | None = None) -> torch.Tensor:
+        """``real_tokens``: the features' real-token count, counted on the host (no read-back)."""
         with autocast(self.device, self.precision):
-            return self.head(self.encoder(features))
+            return self.head(self.encoder(features, real_tokens=real_tokens))
 
     def masked_tokens(self, batch: Batch) -> MaskedTokens | None:
         """The MLM pass: the backbone over the masked tokens, hidden states at the masked positions."""
@@ -83,7 +84,7 @@ class StepForward(torch.nn.Module):
         return {k: v.to(self.device, non_blocking=True) for k, v in batch.features.items()}
 
     def forward(self, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        embeddings = self.embed(self.features(batch)) if self.objective.encodes_views else None
+        embeddings = self.embed(self.features(batch), batch.real_tokens) if self.objective.encodes_views else None
         return self.loss(embeddings, batch)
 
 
@@ -141,11 +142,15 @@ class GradCacheStep:
         lengths = batch.features["attention_mask"].numpy().sum(axis=1)
         bounds = [(start, min(start + self.chunk_size, len(lengths)), int(lengths[start:start + self.chunk_size].max()))
                   for start in range(0, len(lengths), self.chunk_size)]
+
+        def chunk_tokens(start: int, stop: int) -> int:
+            return int(lengths[start:stop].sum())
+
         states, pieces = [], []
         with torch.no_grad():
             for start, stop, length in bounds:
                 states.append(RngState())
-                pieces.append(forward.embed(chunk_rows(features, start, stop, length)))
+                pieces.append(forward.embed(chunk_rows(features, start, stop, length), chunk_tokens(start, stop)))
         embeddings = torch.cat(pieces).detach().requires_grad_(True)
         loss, logs = forward.loss(embeddings, batch)
         # The terms' own parameters, and the cached embeddings (their gradient carries fp16's scale on).
@@ -153,7 +158,8 @@ class GradCacheStep:
         after_loss = RngState()  # the loss may draw too (MLM pass, discriminator dropout): not replayed
         for (start, stop, length), state in zip(bounds, states, strict=True):
             state.restore()
-            forward.embed(chunk_rows(features, start, stop, length)).backward(embeddings.grad[start:stop])
+            forward.embed(chunk_rows(features, start, stop, length),
+                          chunk_tokens(start, stop)).backward(embeddings.grad[start:stop])
         after_loss.restore()  # later randomness continues as if each chunk ran once
         return loss, logs
 

@@ -1,0 +1,55 @@
+"""Attention masks built without reading the batch back to the host.
+
+transformers (5.x) builds a bidirectional model's mask with ``create_bidirectional_mask``, which first
+asks whether the batch has any padding at all (``padding_mask.all()``, a ``Tensor.__bool__``): on a
+GPU the host then waits for the device in every forward pass, just to skip the mask of a batch
+without pads (rare for sentences of mixed lengths). The mask functions here build the mask always:
+the same values, no question asked. They are registered under new attention names whose attention
+function is the model's usual one, so only the encoders cselab builds use them.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+
+from torch import nn
+
+log = logging.getLogger(__name__)
+
+SDPA_NAME = "cselab_sdpa"
+
+
+def always_build(mask_function: Callable) -> Callable:
+    """``mask_function`` (an entry of transformers' ``AttentionMaskInterface``) that never skips the
+    mask of a batch without padding (the skip needs the batch's values on the host)."""
+
+    @functools.wraps(mask_function)
+    def build(*args, **kwargs):
+        kwargs["allow_is_bidirectional_skip"] = False
+        return mask_function(*args, **kwargs)
+
+    return build
+
+
+def use_sync_free_masks(backbone: nn.Module) -> bool:
+    """Switch a backbone on PyTorch's SDPA attention to the same attention with an always-built mask
+    (in place; nothing saved changes). False where the model or transformers has no attention
+    interface (older transformers, models with their own attention code): those keep their masks."""
+    config = getattr(backbone, "config", None)
+    if getattr(config, "_attn_implementation", None) != "sdpa" or not hasattr(backbone, "set_attn_implementation"):
+        return False
+    try:
+        from transformers import AttentionInterface
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    except ImportError:  # transformers 4.x: masks made by each model's own code
+        return False
+    AttentionInterface.register(SDPA_NAME, sdpa_attention_forward)
+    AttentionMaskInterface.register(SDPA_NAME, always_build(sdpa_mask))
+    try:
+        backbone.set_attn_implementation(SDPA_NAME)
+    except (ValueError, NotImplementedError) as error:  # a model that does not take custom attention
+        log.info("attention masks stay transformers' (%s)", error)
+        return False
+    return True
