@@ -16,8 +16,15 @@ def _add_eval(sub) -> None:
     p.add_argument("models", nargs="+", metavar="MODEL",
                    help="cselab / sentence-transformers / Hugging Face model directory or name "
                         "(minilm = the offline base)")
-    p.add_argument("--tasks", default="sts",
-                   help="sts, transfer, align, all, or comma-separated task names (e.g. STS12,STSB,SST2)")
+    p.add_argument("--tasks",
+                   help="sts, transfer, align, all, or comma-separated task names (e.g. STS12,STSB,SST2); default: "
+                        "sts, or none when --sts-file / --classification-file is given")
+    p.add_argument("--sts-file", action="append", default=[], metavar="PAIRS",
+                   help="your own scored pairs (CSV/TSV/JSONL: sentence1, sentence2, score; any score range): "
+                        "Spearman x100 of cosine; repeatable")
+    p.add_argument("--classification-file", action="append", default=[], metavar="FILE",
+                   help="your own labelled sentences (CSV/TSV/JSONL: text, label): logistic-regression probe with "
+                        "nested cross-validation, as MR/CR; repeatable")
     p.add_argument("--split", choices=["test", "dev"], default="test",
                    help="test: the papers' protocol; dev: STS-B dev, SICK trial, SST-2 dev, MRPC train CV "
                         "(model selection)")
@@ -67,6 +74,13 @@ def _data_dir(explicit: str | None) -> Path:
                             "(or pass --data-dir / set CSELAB_DATA)")
 
 
+def eval_tasks(args) -> list[str]:
+    """The task list of ``cselab eval``: --tasks (default sts, or none beside the user's own files) and
+    each --sts-file / --classification-file as ``KIND:PATH``."""
+    own = [f"sts:{path}" for path in args.sts_file] + [f"classification:{path}" for path in args.classification_file]
+    return [args.tasks, *own] if args.tasks else own or ["sts"]
+
+
 def _run_eval(args) -> int:
     from cselab.evaluate import report, tasks
     from cselab.evaluate.embeddings import default_cache_dir
@@ -76,10 +90,12 @@ def _run_eval(args) -> int:
     from cselab.hardware import resolve_device
 
     device = resolve_device(args.device, "--device")
-    data_dir = _data_dir(args.data_dir)
+    spec = eval_tasks(args)
     # Fail on bad task names or missing files before loading any model.
-    tasks.build(tasks.resolve(args.tasks, args.split), data_dir, args.split,
-                ProbeSettings(args.transfer_mode, args.seed, args.transfer_protocol))
+    names = tasks.resolve(spec, args.split)
+    senteval = any(not tasks.is_file_task(n) for n in names)
+    data_dir = _data_dir(args.data_dir) if senteval or args.data_dir else None
+    tasks.build(names, data_dir, args.split, ProbeSettings(args.transfer_mode, args.seed, args.transfer_protocol))
     cache_dir = None if args.no_cache else Path(args.cache_dir).expanduser() if args.cache_dir else default_cache_dir()
     results = []
     for name in args.models:
@@ -88,7 +104,7 @@ def _run_eval(args) -> int:
         if model.cache_key is None and cache_dir is not None:
             print(f"note: {name} is not a local directory, so its embeddings are not cached", file=sys.stderr)
         model.show_progress = not args.quiet
-        results.append(evaluate(model, data_dir, args.tasks, split=args.split, transfer_mode=args.transfer_mode,
+        results.append(evaluate(model, data_dir, spec, split=args.split, transfer_mode=args.transfer_mode,
                                 cache_dir=cache_dir, seed=args.seed, progress=not args.quiet,
                                 transfer_protocol=args.transfer_protocol))
         del model

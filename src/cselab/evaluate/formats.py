@@ -197,3 +197,98 @@ def read_mrpc(path: Path) -> LabelledPairs:
         left.append(normalize(fields[3]))
         right.append(normalize(fields[4]))
     return LabelledPairs(left, right, np.asarray(labels, dtype=np.int64))
+
+
+# --- Your own evaluation data (``cselab eval --sts-file / --classification-file``, ``train.select_on: sts:PATH``).
+# Column names follow sentence-transformers' and MTEB's datasets: sentence1, sentence2, score; text, label.
+PAIR_COLUMNS = ("sentence1", "sentence2", "score")
+LABEL_COLUMNS = ("text", "label")
+
+
+def _table_rows(path: Path) -> list[tuple[int, list[str]]]:
+    """(line number, fields) of a .csv (quoted fields, Python's csv), .tsv/.txt (tab-separated) or .jsonl file;
+    a JSONL row is its object's values in ``keys`` order, checked by the caller."""
+    import csv
+    import io
+
+    text = read_text(Path(path))
+    if Path(path).suffix.lower() == ".csv":
+        reader = csv.reader(io.StringIO(text))
+        return [(reader.line_num, row) for row in reader if any(field.strip() for field in row)]
+    return [(number, line.split("\t")) for number, line in enumerate(text.splitlines(), start=1) if line.strip()]
+
+
+def _jsonl_rows(path: Path, keys: tuple[str, ...]) -> list[tuple[int, list]]:
+    import json
+
+    rows = []
+    for number, line in enumerate(read_text(Path(path)).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            raise DataFormatError(f"{path}:{number}: not a JSON object") from None
+        if not isinstance(record, dict) or any(key not in record for key in keys):
+            raise DataFormatError(f"{path}:{number}: expected a JSON object with the keys {', '.join(keys)}")
+        rows.append((number, [record[key] for key in keys]))
+    return rows
+
+
+def _named_columns(header: list[str], names: tuple[str, ...]) -> list[int] | None:
+    """The positions of ``names`` in a header row (None when the row is not a header naming them all)."""
+    lowered = [field.strip().lower() for field in header]
+    return [lowered.index(name) for name in names] if all(name in lowered for name in names) else None
+
+
+def read_pairs_file(path: Path) -> SentencePairs:
+    """Scored sentence pairs from a user's file: CSV, TSV or JSONL with two sentences and a score.
+
+    CSV/TSV: an optional header naming ``sentence1, sentence2, score`` (in any order, other columns
+    ignored); without it the first three columns are sentence, sentence, score. JSONL: one object a
+    line with those three keys. Any numeric score range (0-5, 0-1, 1-10): only the ranking counts.
+    """
+    path = Path(path)
+    if path.suffix.lower() == ".jsonl":
+        rows, columns = _jsonl_rows(path, PAIR_COLUMNS), [0, 1, 2]
+    else:
+        rows = _table_rows(path)
+        columns = _named_columns(rows[0][1], PAIR_COLUMNS) if rows else None
+        rows, columns = (rows[1:], columns) if columns else (rows, [0, 1, 2])
+    left, right, scores = [], [], []
+    for number, fields in rows:
+        if len(fields) <= max(columns):
+            raise DataFormatError(f"{path}:{number}: expected sentence, sentence and score columns, "
+                                  f"found {counted(len(fields), 'column')}")
+        first, second, score = (fields[i] for i in columns)
+        if not isinstance(first, str) or not isinstance(second, str):
+            raise DataFormatError(f"{path}:{number}: the two sentences must be strings")
+        scores.append(_float(str(score), path, number, "score"))
+        left.append(normalize(first))
+        right.append(normalize(second))
+    if len(scores) < 2:
+        raise DataFormatError(f"{path}: {counted(len(scores), 'scored pair')}; a correlation needs at least 2")
+    return SentencePairs(left, right, np.asarray(scores, dtype=np.float64))
+
+
+def read_labelled_file(path: Path) -> tuple[LabelledSentences, list[str]]:
+    """Labelled sentences from a user's file (CSV, TSV or JSONL: ``text`` and ``label``, a header
+    optional in CSV/TSV) and the label names; the labels are numbered in sorted order."""
+    path = Path(path)
+    if path.suffix.lower() == ".jsonl":
+        rows, columns = _jsonl_rows(path, LABEL_COLUMNS), [0, 1]
+    else:
+        rows = _table_rows(path)
+        columns = _named_columns(rows[0][1], LABEL_COLUMNS) if rows else None
+        rows, columns = (rows[1:], columns) if columns else (rows, [0, 1])
+    sentences, labels = [], []
+    for number, fields in rows:
+        if len(fields) <= max(columns) or not str(fields[columns[1]]).strip():
+            raise DataFormatError(f"{path}:{number}: expected a text and a label column")
+        sentences.append(normalize(str(fields[columns[0]])))
+        labels.append(str(fields[columns[1]]).strip())
+    names = sorted(set(labels))
+    if len(names) < 2:
+        raise DataFormatError(f"{path}: {counted(len(names), 'label')} found; a classification needs at least 2")
+    index = {name: i for i, name in enumerate(names)}
+    return LabelledSentences(sentences, np.asarray([index[label] for label in labels], dtype=np.int64)), names

@@ -5,10 +5,7 @@ import json
 import math
 from pathlib import Path
 
-from cselab.evaluate.tasks import DISPLAY, STS_TASKS, STS_YEARS, TRANSFER_TASKS
-
-SPLIT_LABEL = {"STSBenchmark": {"dev": "STS-B (dev)"}, "SICKRelatedness": {"dev": "SICK-R (trial)"},
-               "SST2": {"dev": "SST-2 (dev)"}, "MRPC": {"dev": "MRPC (train CV)"}}
+from cselab.evaluate.tasks import STS_YEARS, group_names, label, task_class
 
 
 def _clean(value):
@@ -35,10 +32,6 @@ def _number(value) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.2f}"
 
 
-def _label(name: str, split: str) -> str:
-    return SPLIT_LABEL.get(name, {}).get(split, DISPLAY.get(name, name))
-
-
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|",
             *("| " + " | ".join(row) + " |" for row in rows)]
@@ -54,20 +47,20 @@ def markdown(results: list[dict]) -> str:
     split = first["split"]
     title = "test: the papers protocol" if split == "test" else "dev: model selection data"
     lines = [f"# cselab evaluation ({title})", ""]
-    sts = [n for n in STS_TASKS if any(n in r["tasks"] for r in results)]
+    sts = [n for n in group_names("sts") if any(n in r["tasks"] for r in results)]
     if sts:
         lines += ["Spearman correlation x100 of cosine similarity with gold scores"
                   + (" (STS12-16: all subsets pooled)." if any(n in STS_YEARS for n in sts) else "."), ""]
         rows = [[_model_cell(r)] + [_number(r["tasks"].get(n, {}).get("score")) for n in sts] + [_number(r["avg"])]
                 for r in results]
-        lines += _table(["Model (pooler)"] + [_label(n, split) for n in sts] + ["Avg."], rows) + [""]
+        lines += _table(["Model (pooler)"] + [label(n, split) for n in sts] + ["Avg."], rows) + [""]
     years = [n for n in STS_YEARS if any(n in r["tasks"] for r in results)]
     if years:
         lines += ["STS12-16 aggregates: all (pooled) / mean / wmean (size-weighted mean) of subsets.", ""]
         rows = [[_model_cell(r)] + [" / ".join(_number(r["tasks"][n][k]) for k in ("all", "mean", "wmean"))
                                    if n in r["tasks"] else "-" for n in years] for r in results]
         lines += _table(["Model (pooler)"] + years, rows) + [""]
-    transfer = [n for n in TRANSFER_TASKS if any(n in r["tasks"] for r in results)]
+    transfer = [n for n in group_names("transfer") if any(n in r["tasks"] for r in results)]
     if transfer:
         what = "test accuracy" if split == "test" else "validation accuracy (SentEval's devacc)"
         protocol = first.get("transfer_protocol", "sklearn")  # results written before the option: sklearn
@@ -75,18 +68,24 @@ def markdown(results: list[dict]) -> str:
                   f"({PROTOCOL_NAMES.get(protocol, protocol)}), mode {first['transfer_mode']}.", ""]
         rows = [[_model_cell(r)] + [_number(r["tasks"].get(n, {}).get("score")) for n in transfer]
                 + [_number(r["transfer_avg"])] for r in results]
-        lines += _table(["Model (pooler)"] + [_label(n, split) for n in transfer] + ["Avg."], rows) + [""]
+        lines += _table(["Model (pooler)"] + [label(n, split) for n in transfer] + ["Avg."], rows) + [""]
     if any("align" in r["tasks"] for r in results):
         lines += ["Alignment and uniformity (Wang & Isola 2020; lower is better), normalised embeddings.", ""]
         rows = [[_model_cell(r), f"{r['tasks']['align']['alignment']:.4f}", f"{r['tasks']['align']['uniformity']:.4f}",
                  r["tasks"]["align"]["file"], str(r["tasks"]["align"]["n_pairs"])]
                 for r in results if "align" in r["tasks"]]
         lines += _table(["Model (pooler)", "Alignment", "Uniformity", "Data", "Pairs (gold > 4)"], rows) + [""]
+    own = list(dict.fromkeys(n for r in results for n in r["tasks"] if task_class(n).group == "own"))
+    if own:
+        lines += ["Your own data: " + "; ".join(f"{label(n, split)} ({task_class(n).metric})" for n in own) + ".", ""]
+        rows = [[_model_cell(r)] + [_number(r["tasks"].get(n, {}).get("score")) for n in own] for r in results]
+        lines += _table(["Model (pooler)"] + [label(n, split) for n in own], rows) + [""]
     lines += ["Models:", ""]
     for r in results:
         lines.append(f"- {r['model']}: path {r.get('path')}, pooler {r.get('pooler')}, max_seq_len "
                      f"{r.get('max_seq_len')}, precision {r.get('precision')}")
-    lines += ["", f"Data directory: {first['data_dir']} (split {split}); seed {first['seed']}; {first['date']}.", ""]
+    data = f"Data directory: {first['data_dir']} (split {split})" if first.get("data_dir") else f"Split {split}"
+    lines += ["", f"{data}; seed {first['seed']}; {first['date']}.", ""]
     return "\n".join(lines)
 
 

@@ -19,17 +19,19 @@ def _mean(values: list[float]) -> float | None:
     return float(np.mean([math.nan if v is None else v for v in values])) if values else None
 
 
-def evaluate(model: LoadedModel | Encoder, data_dir: str | Path, tasks: str | list[str] = "sts", split: str = "test",
-             transfer_mode: str = "test", cache_dir: Path | None = None, seed: int = 1111,
+def evaluate(model: LoadedModel | Encoder, data_dir: str | Path | None, tasks: str | list[str] = "sts",
+             split: str = "test", transfer_mode: str = "test", cache_dir: Path | None = None, seed: int = 1111,
              progress: bool = True, on_task_done: Callable[[str, dict], None] | None = None,
              transfer_protocol: str = "sklearn") -> dict:
-    """Scores of ``model`` on the named tasks/groups; ``avg`` is the mean of the STS tasks' headline numbers.
+    """Scores of ``model`` on the named tasks/groups and ``KIND:PATH`` files (``sts:pairs.tsv``); ``avg`` is the
+    mean of the SentEval STS tasks' headline numbers (a user's own files stay out of it).
 
     ``model`` is a :class:`LoadedModel` (cache keyed by its weights) or anything with
     ``encode(list[str]) -> ndarray`` (no disk cache: it cannot be fingerprinted). ``transfer_protocol``:
     ``sklearn`` (scikit-learn's logistic regression) or ``senteval`` (SentEval's PyTorch classifier).
     """
-    data_dir = Path(data_dir).expanduser()  # "~/.cache/cselab/senteval" from Python, as on the command line
+    # "~/.cache/cselab/senteval" from Python, as on the command line; None: only the user's own files
+    data_dir = None if data_dir is None else Path(data_dir).expanduser()
     settings = ProbeSettings(mode=transfer_mode, seed=seed, protocol=transfer_protocol)
     names = task_registry.resolve(tasks, split)
     built = task_registry.build(names, data_dir, split, settings)
@@ -56,8 +58,9 @@ def evaluate(model: LoadedModel | Encoder, data_dir: str | Path, tasks: str | li
         seconds[task.name] = round(time.perf_counter() - start, 3)
         if on_task_done is not None:
             on_task_done(task.name, results[task.name])
-    return {**description, "data_dir": str(data_dir.resolve()), "split": split, "transfer_mode": transfer_mode,
-            "transfer_protocol": transfer_protocol, "seed": seed, "tasks": results, **averages(results, names),
+    return {**description, "data_dir": str(data_dir.resolve()) if data_dir else None, "split": split,
+            "transfer_mode": transfer_mode, "transfer_protocol": transfer_protocol, "seed": seed, "tasks": results,
+            **averages(results, names),
             "embedding_stats": dict(store.stats), "cache_dir": str(store.folder) if store.folder else None,
             "seconds": seconds, "cselab_version": __import__("cselab").__version__,
             "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
@@ -65,8 +68,9 @@ def evaluate(model: LoadedModel | Encoder, data_dir: str | Path, tasks: str | li
 
 def averages(results: dict[str, dict], names: list[str]) -> dict:
     """The papers' averages: over the STS tasks (``avg``) and over the transfer tasks (``transfer_avg``)."""
-    sts = [n for n in names if n in task_registry.STS_TASKS]
-    transfer = [n for n in names if n in task_registry.TRANSFER_TASKS]
+    groups = {n: task_registry.task_class(n).group for n in names}
+    sts = [n for n in names if groups[n] == "sts"]
+    transfer = [n for n in names if groups[n] == "transfer"]
     return {"avg": _mean([results[n]["score"] for n in sts]), "avg_over": sts,
             "transfer_avg": _mean([results[n]["score"] for n in transfer]), "transfer_avg_over": transfer}
 

@@ -1,9 +1,15 @@
-"""The evaluation tasks, found by name: which SentEval files each reads and how it is scored.
+"""The evaluation tasks, found by name: which files each reads and how it is scored.
+
+A task is one class that carries its own metadata: ``group`` (sts, transfer, align, own), ``display``
+(its table heading), ``dev_label`` (its heading on ``--split dev``; None: it has no dev split) and
+``aliases``. The groups, the name lookup and every table derive from the registered classes, so a new
+task is one class registered with ``@task(...)``.
 
 A task lists the files it needs (so a missing file is reported before any encoding), the unique
 sentences it needs embedded, and turns their embeddings into scores. ``--split test`` is the papers'
 protocol; ``--split dev`` uses only the training/dev files (STS-B dev, SICK trial, SST-2 dev,
-MRPC train CV) for model selection.
+MRPC train CV) for model selection. A user's own file is a task named ``KIND:PATH``
+(``sts:pairs.tsv``, ``classification:labelled.csv``), found in ``FILE_TASKS`` by its kind.
 """
 from __future__ import annotations
 
@@ -38,6 +44,20 @@ class Task(Protocol):
 
 
 TASKS: Registry[Callable[..., Task]] = Registry("evaluation task")
+FILE_TASKS: Registry[Callable[..., Task]] = Registry("evaluation file kind")  # KIND:PATH, a user's own data
+GROUPS = ("sts", "transfer", "align")  # what --tasks may name besides task names (and "all"); in table order
+_ORDER: list[str] = []  # registration order: the papers' column order
+
+
+def task(name: str, description: str):
+    """Register a task class under ``name`` (its registry name and result key) in table order."""
+    def decorator(cls):
+        cls.name = name
+        TASKS.register(name, description)(cls)
+        _ORDER.append(name)
+        return cls
+    return decorator
+
 
 STS_YEARS = {
     "STS12": ["MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"],
@@ -57,18 +77,6 @@ SST_FILES = {s: f"SST/binary/sentiment-{s}" for s in ("train", "dev", "test")}
 TREC_FILES = {"train": "TREC/train_5500.label", "test": "TREC/TREC_10.label"}
 MRPC_FILES = {"train": "MRPC/msr_paraphrase_train.txt", "test": "MRPC/msr_paraphrase_test.txt"}
 
-STS_TASKS = [*STS_YEARS, "STSBenchmark", "SICKRelatedness"]
-TRANSFER_TASKS = ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"]
-GROUPS = {
-    "test": {"sts": STS_TASKS, "transfer": TRANSFER_TASKS, "align": ["align"]},
-    "dev": {"sts": ["STSBenchmark", "SICKRelatedness"], "transfer": ["SST2", "MRPC"], "align": ["align"]},
-}
-ALIASES = {"stsb": "STSBenchmark", "stsbenchmark": "STSBenchmark", "sickr": "SICKRelatedness",
-           "sickrelatedness": "SICKRelatedness", "sick": "SICKRelatedness", "sst": "SST2", "sst2": "SST2",
-           "alignment": "align", "uniformity": "align", "alignuniform": "align"}
-DISPLAY = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R", "SST2": "SST-2", "align": "Align/Uniform"}
-DEV_SUPPORTED = {"STSBenchmark", "SICKRelatedness", "SST2", "MRPC", "align"}
-
 
 def _unique(*lists: list[str]) -> list[str]:
     return sorted(set().union(*lists))
@@ -77,20 +85,24 @@ def _unique(*lists: list[str]) -> list[str]:
 class _Base:
     name = ""
     group = ""
+    display = ""  # the table heading; empty: the name
+    dev_label: str | None = None  # the table heading on the dev split; None: the task has no dev split
+    aliases: tuple[str, ...] = ()  # further names --tasks accepts (compared without case, '-' and '_')
 
-    def __init__(self, data_dir: Path, split: str = "test", settings: ProbeSettings | None = None):
+    def __init__(self, data_dir: Path | None, split: str = "test", settings: ProbeSettings | None = None):
         if split not in SPLITS:
             raise UnknownNameError(f"unknown split {split!r}; known: {', '.join(SPLITS)}")
-        if split == "dev" and self.name not in DEV_SUPPORTED:
-            raise UnknownNameError(f"{self.name} has no dev split (dev evaluates: {', '.join(sorted(DEV_SUPPORTED))})")
-        self.data_dir = Path(data_dir)
+        if split == "dev" and self.dev_label is None:
+            raise UnknownNameError(f"{self.name} has no dev split (dev evaluates: {', '.join(dev_names())})")
+        self.data_dir = None if data_dir is None else Path(data_dir)
         self.split = split
         self.settings = settings or ProbeSettings()
         self._loaded = None
 
-    @property
-    def display(self) -> str:
-        return DISPLAY.get(self.name, self.name)
+    @classmethod
+    def label(cls, split: str) -> str:
+        """The task's heading in a table of ``split``'s results."""
+        return (cls.dev_label if split == "dev" else None) or cls.display or cls.name
 
     @property
     def cache_name(self) -> str:
@@ -139,7 +151,7 @@ class STSYear(_Base):
 
 
 class STSPairs(_Base):
-    """STS-B or SICK-R without training: cosine similarity vs gold on one split."""
+    """Scored pairs without training: Spearman x100 of cosine similarity vs gold on one split's file."""
 
     group = "sts"
     FILES: dict[str, str] = {}
@@ -161,19 +173,19 @@ class STSPairs(_Base):
 
 
 for _year in STS_YEARS:
-    TASKS.register(_year, f"SemEval {_year} (Spearman, subsets pooled)")(type(_year, (STSYear,), {"name": _year}))
+    task(_year, f"SemEval {_year} (Spearman, subsets pooled)")(type(_year, (STSYear,), {}))
 
 
-@TASKS.register("STSBenchmark", "STS Benchmark, test split (dev: sts-dev.csv)")
+@task("STSBenchmark", "STS Benchmark, test split (dev: sts-dev.csv)")
 class STSBenchmark(STSPairs):
-    name = "STSBenchmark"
+    display, dev_label, aliases = "STS-B", "STS-B (dev)", ("stsb",)
     FILES = STSB_FILES
     reader = staticmethod(formats.read_stsb)
 
 
-@TASKS.register("SICKRelatedness", "SICK relatedness, test split (dev: SICK_trial.txt)")
+@task("SICKRelatedness", "SICK relatedness, test split (dev: SICK_trial.txt)")
 class SICKRelatedness(STSPairs):
-    name = "SICKRelatedness"
+    display, dev_label, aliases = "SICK-R", "SICK-R (trial)", ("sickr", "sick")
     FILES = SICK_FILES
     reader = staticmethod(formats.read_sick)
 
@@ -204,14 +216,12 @@ class BinaryCV(_Base):
 
 
 for _name in BINARY_FILES:
-    TASKS.register(_name, f"{_name} sentiment/subjectivity, nested 10-fold CV")(
-        type(_name, (BinaryCV,), {"name": _name}))
+    task(_name, f"{_name} sentiment/subjectivity, nested 10-fold CV")(type(_name, (BinaryCV,), {}))
 
 
-@TASKS.register("SST2", "SST-2 binary sentiment: train, C on dev, test (dev split: dev accuracy)")
+@task("SST2", "SST-2 binary sentiment: train, C on dev, test (dev split: dev accuracy)")
 class SST2(_Base):
-    name = "SST2"
-    group = "transfer"
+    group, display, dev_label, aliases = "transfer", "SST-2", "SST-2 (dev)", ("sst",)
 
     def relative_files(self) -> list[str]:
         return [SST_FILES["train"], SST_FILES["dev"]] + ([SST_FILES["test"]] if self.split == "test" else [])
@@ -242,9 +252,8 @@ class SST2(_Base):
         return {"score": result[_score_key(self.split)], **result, "train_file_rows": self.train_file_rows}
 
 
-@TASKS.register("TREC", "TREC question type (6 classes): C by CV on train, test on TREC_10")
+@task("TREC", "TREC question type (6 classes): C by CV on train, test on TREC_10")
 class TREC(_Base):
-    name = "TREC"
     group = "transfer"
 
     def relative_files(self) -> list[str]:
@@ -263,11 +272,10 @@ class TREC(_Base):
         return {"score": result["acc"], **result}
 
 
-@TASKS.register("MRPC", "MRPC paraphrase, features [u, v, |u-v|, u*v] (senteval protocol: [|u-v|, u*v]): "
-                        "C by CV on train, test (dev split: CV accuracy)")
+@task("MRPC", "MRPC paraphrase, features [u, v, |u-v|, u*v] (senteval protocol: [|u-v|, u*v]): "
+              "C by CV on train, test (dev split: CV accuracy)")
 class MRPC(_Base):
-    name = "MRPC"
-    group = "transfer"
+    group, dev_label = "transfer", "MRPC (train CV)"
 
     def relative_files(self) -> list[str]:
         return [MRPC_FILES["train"]] + ([MRPC_FILES["test"]] if self.split == "test" else [])
@@ -291,10 +299,10 @@ class MRPC(_Base):
         return {"score": result[_score_key(self.split)], **result}
 
 
-@TASKS.register("align", "alignment (STS-B pairs with gold > 4) and uniformity (all STS-B sentences)")
+@task("align", "alignment (STS-B pairs with gold > 4) and uniformity (all STS-B sentences)")
 class AlignUniform(_Base):
-    name = "align"
-    group = "align"
+    group, display, dev_label = "align", "Align/Uniform", "Align/Uniform"
+    aliases = ("alignment", "uniformity", "alignuniform")
 
     def relative_files(self) -> list[str]:
         return [STSB_FILES[self.split]]
@@ -316,32 +324,134 @@ class AlignUniform(_Base):
                 "alpha": 2, "t": 2}
 
 
+class _FileTask(_Base):
+    """A user's own file (``KIND:PATH``): read as given, whatever the split (it is the user's data)."""
+
+    group = "own"
+    kind = ""
+    metric = ""  # what ``score`` is, for the table
+
+    def __init__(self, path: str | Path, split: str = "test", settings: ProbeSettings | None = None, **_):
+        super().__init__(None, split, settings)
+        self.path = Path(path).expanduser()
+        self.name = f"{self.kind}:{path}"
+        self.display = self.path.name
+
+    @classmethod
+    def label(cls, split: str) -> str:
+        return cls.kind
+
+    def files(self) -> list[Path]:
+        return [self.path]
+
+    def missing_files(self) -> list[Path]:
+        return [] if self.path.is_file() else [self.path]
+
+    @property
+    def cache_name(self) -> str:
+        # The cache's data key covers the file's bytes; the stem keeps its file name readable.
+        return f"{self.kind}-{self.path.stem}"
+
+
+@FILE_TASKS.register("sts", "your own scored pairs (CSV/TSV/JSONL: sentence1, sentence2, score): Spearman x100")
+class StsFile(_FileTask):
+    kind, metric = "sts", "Spearman x100"
+
+    def load(self) -> formats.SentencePairs:
+        return formats.read_pairs_file(self.path)
+
+    def sentences(self) -> list[str]:
+        return _unique(self.data().left, self.data().right)
+
+    def score(self, lookup: Lookup) -> dict:
+        pairs = self.data()
+        value = spearman100(cosine_rows(lookup(pairs.left), lookup(pairs.right)), pairs.gold)
+        return {"score": value, "spearman": value, "n": len(pairs), "file": str(self.path),
+                "score_range": [float(pairs.gold.min()), float(pairs.gold.max())]}
+
+
+@FILE_TASKS.register("classification", "your own labelled sentences (CSV/TSV/JSONL: text, label): "
+                                       "logistic-regression probe, nested cross-validation as MR/CR")
+class ClassificationFile(_FileTask):
+    kind, metric = "classification", "accuracy x100 (nested CV)"
+
+    def load(self) -> tuple[formats.LabelledSentences, list[str]]:
+        data, names = formats.read_labelled_file(self.path)
+        # The outer and the inner cross-validation each split a class across the folds.
+        least, needed = int(np.bincount(data.labels).min()), 2 * self.settings.folds
+        if least < needed:
+            raise formats.DataFormatError(
+                f"{self.path}: label {names[int(np.bincount(data.labels).argmin())]!r} has "
+                f"{formats.counted(least, 'example')}; {self.settings.folds}-fold nested cross-validation needs "
+                f"at least {needed} of each label")
+        return data, names
+
+    def sentences(self) -> list[str]:
+        return _unique(self.data()[0].sentences)
+
+    def score(self, lookup: Lookup) -> dict:
+        data, names = self.data()
+        result = inner_kfold(lookup(data.sentences), data.labels, self.settings)
+        return {"score": result["acc"], **result, "labels": names, "file": str(self.path)}
+
+
+def task_class(name: str):
+    """The class of a task name (``KIND:PATH`` for a user's file)."""
+    kind, sep, _ = name.partition(":")
+    return FILE_TASKS.get(kind) if sep and kind in FILE_TASKS else TASKS.get(canonical_name(name))
+
+
+def is_file_task(item: str) -> bool:
+    """Whether ``item`` names a user's file (``KIND:PATH``) rather than a SentEval task."""
+    kind, sep, _ = item.strip().partition(":")
+    return bool(sep) and kind.lower() in FILE_TASKS
+
+
+def group_names(group: str, split: str = "test") -> list[str]:
+    """The registered tasks of ``group`` that ``split`` evaluates, in table order."""
+    return [n for n in _ORDER if TASKS.get(n).group == group and (split == "test" or TASKS.get(n).dev_label)]
+
+
+def dev_names() -> list[str]:
+    return [n for n in _ORDER if TASKS.get(n).dev_label]
+
+
+def label(name: str, split: str) -> str:
+    """A task's heading in a table of ``split``'s results."""
+    cls = task_class(name)
+    return Path(name.partition(":")[2]).name if issubclass(cls, _FileTask) else cls.label(split)
+
+
 def canonical_name(name: str) -> str:
     key = name.strip()
+    kind, sep, path = key.partition(":")
+    if sep and kind.lower() in FILE_TASKS:
+        return f"{kind.lower()}:{path}"
     if key in TASKS:
         return key
     folded = key.lower().replace("-", "").replace("_", "")
-    for known in TASKS.names():
-        if known.lower() == folded:
+    for known in _ORDER:
+        if folded in (known.lower(), *TASKS.get(known).aliases):
             return known
-    if folded in ALIASES:
-        return ALIASES[folded]
     TASKS.get(key)  # raises KeyError listing the known names
     return key
 
 
 def resolve(spec: str | list[str], split: str = "test") -> list[str]:
-    """Task names from groups (sts, transfer, align, all) and/or task names, comma-separated, in order."""
+    """Task names from groups (sts, transfer, align, all), task names and ``KIND:PATH`` files, comma-separated,
+    in order."""
     if split not in SPLITS:
         raise UnknownNameError(f"unknown split {split!r}; known: {', '.join(SPLITS)}")
-    items = spec.split(",") if isinstance(spec, str) else [p for s in spec for p in s.split(",")]
+    # A list's KIND:PATH entries stay whole (a path may hold a comma); other entries may list several.
+    parts = [spec] if isinstance(spec, str) else spec
+    items = [p for s in parts for p in ([s] if isinstance(spec, list) and is_file_task(s) else s.split(","))]
     names: list[str] = []
     for item in (i.strip() for i in items if i.strip()):
         lowered = item.lower()
         if lowered == "all":
-            chosen = [n for group in GROUPS[split].values() for n in group]
-        elif lowered in GROUPS[split]:
-            chosen = GROUPS[split][lowered]
+            chosen = [n for group in GROUPS for n in group_names(group, split)]
+        elif lowered in GROUPS:
+            chosen = group_names(lowered, split)
         else:
             chosen = [canonical_name(item)]
         names += [n for n in chosen if n not in names]
@@ -350,12 +460,29 @@ def resolve(spec: str | list[str], split: str = "test") -> list[str]:
     return names
 
 
-def build(names: list[str], data_dir: Path, split: str = "test", settings: ProbeSettings | None = None) -> list[Task]:
-    """Task objects; every file the tasks need is checked first, so a missing one fails before encoding."""
-    tasks = [TASKS.get(canonical_name(n))(data_dir=Path(data_dir), split=split, settings=settings) for n in names]
+def build(names: list[str], data_dir: Path | None, split: str = "test",
+          settings: ProbeSettings | None = None) -> list[Task]:
+    """Task objects; every file the tasks need is checked first, so a missing one fails before encoding.
+    ``data_dir`` (SentEval's) may be None when only ``KIND:PATH`` files are named."""
+    tasks = []
+    for name in names:
+        cls = task_class(name)
+        if issubclass(cls, _FileTask):
+            tasks.append(cls(name.partition(":")[2], split=split, settings=settings))
+        elif data_dir is None:
+            raise formats.MissingDataError(f"{name}: needs the SentEval data directory ({formats.DOWNLOAD_HINT})")
+        else:
+            tasks.append(cls(data_dir=Path(data_dir), split=split, settings=settings))
+    own = [f for t in tasks if isinstance(t, _FileTask) for f in t.missing_files()]
+    if own:
+        raise formats.MissingDataError(f"{own[0]}: not found")
     missing = [f for t in tasks for f in t.missing_files()]
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise formats.MissingDataError(f"{missing[0]}: not found{more}; the SentEval data is missing "
                                        f"({formats.DOWNLOAD_HINT})")
     return tasks
+
+
+STS_TASKS = group_names("sts")  # the papers' STS columns (their mean is "Avg."), derived from the registry
+TRANSFER_TASKS = group_names("transfer")

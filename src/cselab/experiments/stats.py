@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cselab.evaluate.report import SPLIT_LABEL
-from cselab.evaluate.tasks import DISPLAY, STS_TASKS, TRANSFER_TASKS
+from cselab.evaluate.tasks import STS_TASKS, TRANSFER_TASKS, label
 from cselab.experiments.runs import Run
 
 TEST_NAME = "paired t-test (scipy.stats.ttest_rel, two-sided) over shared seeds"
@@ -116,7 +115,7 @@ def _task_score(name: str) -> Callable[[dict], float | None]:
 
 
 def _label(name: str, split: str) -> str:
-    return SPLIT_LABEL.get(name, {}).get(split, DISPLAY.get(name, name))
+    return label(name, split)
 
 
 def table_columns(results: list[dict], split: str) -> dict[str, tuple[str, list[Column]]]:
