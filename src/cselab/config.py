@@ -140,6 +140,10 @@ class TrainConfig:
     compile: bool = False
     # On a CPU: cheaper dropout masks and reuse of freed memory (train/cpu_speed.py).
     fast_cpu: bool = True
+    # Live training logs beside metrics.jsonl, from the same log windows (train/live_logs.py): any of
+    # tensorboard (<output_dir>/tensorboard), wandb (offline unless WANDB_MODE says otherwise), trackio
+    # (its local database); each needs its package (REPORT_TO).
+    report_to: list = field(default_factory=list)
     # The dev metrics that each keep a best model (selection.py): the first, stsb_dev, picks the final
     # model in output_dir (in an MLM-only run with a validation split, val_mlm_loss picks it instead);
     # transfer_dev (SST-2 dev + MRPC train CV, fast probes) keeps its own best model in
@@ -333,6 +337,7 @@ def validate(config: Config) -> Config:
 
     # A GPU asked for where there is none fails here, before any work.
     resolve_device(config.train.device, "train.device")
+    _check_report_to(config.train.report_to)
     _check_select_on(config.train.select_on)
     _check_names(config)
     _check_augmenter_params(config.views)
@@ -377,6 +382,26 @@ def _check_wordpiece(model: ModelConfig) -> None:
     if "vocab_size" in model.from_config:
         raise ConfigError("model.from_config.vocab_size: set by model.wordpiece_vocab_size (the trained vocabulary's "
                           "size); leave it out")
+
+
+# train.report_to's names -> the module each needs (also its pip package).
+REPORT_TO = {"tensorboard": "tensorboard", "wandb": "wandb", "trackio": "trackio"}
+
+
+def _check_report_to(names: list) -> None:
+    """Known, distinct logger names whose package is installed (found without importing it)."""
+    import importlib.util
+    import sys
+
+    for i, name in enumerate(names):
+        if not isinstance(name, str) or name not in REPORT_TO:
+            raise ConfigError(f"train.report_to[{i}]: unknown logger {_shown(name)} (known: {', '.join(REPORT_TO)})")
+        module = REPORT_TO[name]
+        if module not in sys.modules and importlib.util.find_spec(module) is None:
+            raise ConfigError(f"train.report_to[{i}]: {name} needs the {module} package; install it with "
+                              f"`pip install {module}`")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"train.report_to: names each logger once, got {_shown(names)}")
 
 
 def _check_term_types(terms: list[dict]) -> None:

@@ -1,15 +1,16 @@
 """Training metrics as TensorBoard event files, converted after the fact from each run's metrics.jsonl.
 
-The training loop writes only JSON lines; this converter lets ``tensorboard --logdir DIR`` show the
-same curves (one TensorBoard run per ``<recipe>/seed-<seed>``) without touching the loop.
+Runs trained without ``train.report_to: [tensorboard]`` (which writes the events live) have JSON lines
+only; this converter lets ``tensorboard --logdir DIR`` show the same curves (one TensorBoard run per
+``<recipe>/seed-<seed>``), under the same tags.
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from cselab.experiments import ExperimentError
 from cselab.experiments.runs import Run
+from cselab.train.live_logs import scalars
 
 
 def summary_writer_class():
@@ -36,12 +37,9 @@ def write_events(runs: list[Run], log_dir: str | Path) -> dict[str, int]:
         written = 0
         try:
             for record in run.metrics:
-                for key, value in record.items():
-                    if key == "step" or isinstance(value, bool) or not isinstance(value, (int, float)):
-                        continue
-                    if math.isfinite(value):
-                        writer.add_scalar(f"train/{key}", value, global_step=record["step"])
-                        written += 1
+                for tag, value in scalars(record).items():  # the tags train.report_to logs live
+                    writer.add_scalar(tag, value, global_step=record["step"])
+                    written += 1
         finally:
             writer.close()
         counts[f"{run.recipe}/seed-{run.seed}"] = written

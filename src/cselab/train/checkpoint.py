@@ -45,7 +45,7 @@ LEGACY_FILES = ("model.safetensors", "optimizer.safetensors", "rng.safetensors",
 # often they are written, and how data is loaded (views are seeded by (seed, step), not by worker).
 RESUME_SAFE_KEYS = frozenset({"train.output_dir", "train.save_steps", "train.log_steps", "train.num_workers",
                               "train.compile", "model.unpad", "data.dev_dir", "model.trust_remote_code",
-                              "train.keep_checkpoints", "data.cache_token_ids",
+                              "train.keep_checkpoints", "data.cache_token_ids", "train.report_to",
                               "recipe"})  # the name: the settings themselves are compared
 
 

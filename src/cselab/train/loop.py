@@ -11,6 +11,7 @@ keep their own in ``best-METRIC/``), ``run_dir`` and ``checkpoint`` make it resu
 from __future__ import annotations
 
 from cselab.config import Config
+from cselab.train.live_logs import LiveLogs
 from cselab.train.metrics import MetricsLog
 from cselab.train.optimizer import OptimizerStep, gradient_scaler, make_optimizer
 from cselab.train.parts import build_parts, make_loader
@@ -52,7 +53,8 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
                                         mlm_only=not parts.objective.encodes_views)
         metrics = MetricsLog(process.out_dir / METRICS if process.main else None, state, config.train.log_steps,
                              Throughput(parts.encoder, precision.dtype, process.device.type, process.processes),
-                             process.progress_bar(config.recipe, len(parts.plan), state.step) if progress else None)
+                             process.progress_bar(config.recipe, len(parts.plan), state.step) if progress else None,
+                             live=LiveLogs(config, process.out_dir, state.step) if process.main else None)
         loader = make_loader(parts, config, state.step, process.rank, process.processes, process.device)
         parts.trainable.train()
         with stop_on_signals() as stop, metrics:

@@ -25,18 +25,24 @@ from cselab.train.throughput import Throughput
 
 
 class MetricsLog:
-    def __init__(self, path: Path | None, state: RunState, log_steps: int, throughput: Throughput, bar=None):
+    def __init__(self, path: Path | None, state: RunState, log_steps: int, throughput: Throughput, bar=None,
+                 live=None):
         self.path, self.state, self.log_steps = path, state, log_steps
         self.throughput, self.bar = throughput, bar
+        self.live = live  # train.report_to's loggers (live_logs.LiveLogs), main process only
         self.file = None
         self._reset()
 
     def __enter__(self) -> MetricsLog:
         self.file = open(self.path if self.path is not None else os.devnull, "a", encoding="utf-8")
+        if self.live is not None:
+            self.live.open()
         return self
 
     def __exit__(self, *exc) -> None:
         self.file.close()
+        if self.live is not None:
+            self.live.close()
         if self.bar is not None:
             self.bar.close()
 
@@ -98,6 +104,8 @@ class MetricsLog:
     def write(self, record: dict) -> None:
         self.file.write(json.dumps(record) + "\n")
         self.file.flush()
+        if self.live is not None:  # the same record, as it is written (not converted afterwards)
+            self.live.log(record)
         if self.bar is not None and "loss" in record:
             shown = {"loss": f"{record['loss']:.4g}"}
             if "stsb_dev" in record:
