@@ -59,7 +59,7 @@ def test_tiny_sweep_trains_evaluates_aggregates_and_resumes(tmp_path, tiny_corpu
         args += ["--set", item]
     assert cli(args) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 4 and all("training done" in line and "evaluation done" in line for line in lines)
+    assert len(lines) == 4 and all(line.split()[3:5] == ["trained", "evaluated"] for line in lines)
 
     text = write_report([tmp_path / "sweep"], tmp_path / "report")["markdown"].read_text()
     assert "| Recipe | Seeds | Precision | STS-B (dev) | SICK-R (trial) | Avg. |" in text

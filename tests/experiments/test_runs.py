@@ -51,3 +51,17 @@ def test_metrics_a_cut_short_last_line_is_skipped_a_bad_middle_line_is_an_error(
     path.write_text('{"step": 1, "lo\n' + json.dumps({"step": 2, "loss": 1.0}) + "\n")
     with pytest.raises(ExperimentError, match=r"metrics.jsonl:1:"):
         read_metrics(path)
+
+
+def test_runs_of_one_recipe_with_other_settings_are_named_by_the_keys_that_differ(tmp_path):
+    for temperature, seed in ((0.05, 1), (0.1, 1), (0.05, 2)):
+        path = make_run(tmp_path / f"t{temperature}", "simcse", seed, 70)
+        config = json.loads((path / "train_config.json").read_text())
+        config["objective"][0]["temperature"] = temperature
+        (path / "train_config.json").write_text(json.dumps(config))
+    make_run(tmp_path / "una", "una", 1, 70)
+    runs = find_runs([tmp_path])
+    assert sorted((r.recipe, r.seed) for r in runs) == [("simcse temperature=0.05", 1), ("simcse temperature=0.05", 2),
+                                                        ("simcse temperature=0.1", 1), ("una", 1)]
+    varied = next(r for r in runs if r.recipe == "simcse temperature=0.1")
+    assert varied.recipe_name == "simcse" and varied.variant == {"objective[0].temperature": 0.1}

@@ -17,17 +17,23 @@ class FakeTrainer:
 
     def __init__(self, finish: bool = True):
         self.calls: list[tuple[str, int]] = []
+        self.base_dev: list[dict | None] = []  # the known base-model scores each call was given
         self.finish = finish
 
-    def __call__(self, config, progress):
+    def __call__(self, config, progress, base_dev=None):
         out = Path(config.train.output_dir)
         out.mkdir(parents=True, exist_ok=True)
         (out / "train_config.json").write_text(json.dumps(config.to_dict()))
         (out / "model.safetensors").write_bytes(f"{config.recipe}-{config.train.seed}".encode())
         (out / "metrics.jsonl").write_text(json.dumps({"step": 1, "loss": 1.0}) + "\n")
-        summary = {"recipe": config.recipe, "finished": self.finish, "steps": 1, "total_steps": 1}
+        for step in (1, 2):  # what the loop's checkpoints leave: two steps, the encoder a link to the model
+            (out / "checkpoints" / f"step-{step}").mkdir(parents=True, exist_ok=True)
+            (out / "checkpoints" / f"step-{step}" / "optimizer.safetensors").write_bytes(b"x" * 1000)
+        summary = {"recipe": config.recipe, "finished": self.finish, "steps": 1, "total_steps": 1,
+                   "base_stsb_dev": 50.0 + len(self.calls), "precision": {"precision": "fp32"}}
         (out / "summary.json").write_text(json.dumps(summary))
         self.calls.append((config.recipe, config.train.seed))
+        self.base_dev.append(base_dev)
         return summary
 
 
@@ -202,3 +208,93 @@ def test_a_study_in_several_invocations_aggregates_every_run_in_out(settings):
                                                                        ("simcse", 1), ("simcse", 2)]
     assert set(data["aggregate"]["sts"]["rows"]) == {"simcse", "focal"}
     assert list(data["last_invocation"]["did"]) == ["focal seed 1", "focal seed 2"]
+
+
+def test_grid_is_crossed_with_recipes_and_seeds_and_each_point_has_a_folder_named_by_its_values(settings):
+    from cselab.experiments.sweep import parse_grid
+
+    settings.grid = parse_grid(["optim.lr=1e-5,3e-5", "optim.batch_size=8,16"])
+    jobs = plan(settings)
+    assert len(jobs) == 2 * 2 * 2 * 2
+    first = jobs[0]
+    assert first.values == {"optim.lr": "1e-5", "optim.batch_size": "8"} and first.config.optim.lr == 1e-5
+    assert first.path == settings.out / "simcse" / "optim.lr=1e-5,optim.batch_size=8" / "seed-1"
+    assert first.name == "simcse optim.lr=1e-5 optim.batch_size=8 seed 1"
+    assert {(j.config.optim.lr, j.config.optim.batch_size, j.seed) for j in jobs if j.recipe == "focal"} == {
+        (lr, batch, seed) for lr in (1e-5, 3e-5) for batch in (8, 16) for seed in (1, 2)}
+    assert len({j.path for j in jobs}) == len(jobs)
+    for bad, message in ((["optim.lr"], "expected KEY=V1,V2"), (["optim.lr=1,2", "optim.lr=3"], "given twice"),
+                         (["train.seed=1,2"], "--seeds"), (["optim.lr=1,1"], "listed twice")):
+        with pytest.raises(ExperimentError, match=message):
+            parse_grid(bad)
+    with pytest.raises(ExperimentError, match="also given with --set"):
+        parse_grid(["optim.lr=1,2"], ["optim.lr=3"])
+    settings.grid = parse_grid(["optim.nonsense=1,2"])
+    with pytest.raises(ConfigError, match="nonsense"):
+        plan(settings)
+
+
+def test_a_grid_sweep_reports_one_row_per_point_and_a_table_per_varied_key(settings, tmp_path):
+    from cselab.experiments.report import write_report
+    from cselab.experiments.sweep import parse_grid
+
+    settings.grid = parse_grid(["optim.lr=1e-5,3e-5"])
+    data = run_sweep(settings, FakeTrainer(), FakeEvaluator())
+    assert set(data["aggregate"]["sts"]["rows"]) == {"simcse lr=1e-05", "simcse lr=3e-05", "focal lr=1e-05",
+                                                     "focal lr=3e-05"}
+    text = write_report([settings.out], tmp_path / "report")["markdown"].read_text()
+    assert "| simcse lr=3e-05 | 2 |" in text
+    assert "simcse was run with several settings; the tests compare with simcse lr=1e-05" in text
+    assert "## Hyper-parameters" in text and "focal, optim.lr:" in text
+    # the fake evaluator scores focal 73 + seed whatever the lr: each value's mean over seeds is 74.5
+    assert "| 1e-05 | 2 | 74.50 ± 0.71 |" in text
+
+
+def test_status_lines_read_naturally(settings):
+    lines = []
+    run_sweep(settings, FakeTrainer(), FakeEvaluator(), echo=lines.append)
+    assert lines[0] == "simcse seed 1: trained; evaluated"
+    lines.clear()
+    run_sweep(settings, FakeTrainer(), FakeEvaluator(), echo=lines.append)
+    assert lines[0] == "simcse seed 1: already trained; already evaluated"
+    assert not any("training trained" in line or "evaluation evaluated" in line for line in lines)
+
+
+def test_checkpoints_of_finished_runs_can_be_dropped_and_the_disk_use_is_counted(settings):
+    data = run_sweep(settings, FakeTrainer(), FakeEvaluator())
+    assert data["disk"]["checkpoint_bytes"] == 4 * 2 * 1000 and data["disk"]["bytes"] > 8000
+    settings.keep_checkpoints = "last"
+    run_sweep(settings, FakeTrainer(), FakeEvaluator())  # also for runs trained before
+    folder = settings.out / "simcse" / "seed-1" / "checkpoints"
+    assert sorted(p.name for p in folder.iterdir()) == ["step-2"]
+    settings.keep_checkpoints = "none"
+    data = run_sweep(settings, FakeTrainer(), FakeEvaluator())
+    assert not folder.exists() and data["disk"]["checkpoint_bytes"] == 0
+    assert (settings.out / "simcse" / "seed-1" / "model.safetensors").is_file()
+    from cselab.experiments.cli import disk_sentence
+
+    assert disk_sentence({"bytes": 2_500_000, "checkpoint_bytes": 2_000_000, "keep_checkpoints": "all"}, "out") == (
+        "out holds 2.5 MB, 2.0 MB of it in checkpoints (--keep-checkpoints none removes those of finished runs; "
+        "their models stay).")
+
+
+def test_the_base_models_dev_score_is_measured_once_per_base_model(settings, tmp_path):
+    model = tmp_path / "base-model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"base weights")
+    settings.overrides = [f"model.name_or_path={model}"]
+    trainer = FakeTrainer()
+    run_sweep(settings, trainer, FakeEvaluator())
+    # the first run measured it (the fake says 50.0); every later run from the same encoder is given it
+    assert trainer.base_dev == [None] + [{"fp32": 50.0}] * 3
+    cache = json.loads((settings.out / "base-stsb-dev.json").read_text())
+    [entry] = cache.values()
+    assert entry["fp32"]["measured_by"] == "simcse seed 1"
+    # other weights (or another pooler) are another base model
+    (model / "model.safetensors").write_bytes(b"other base weights")
+    settings.out = tmp_path / "sweep2"
+    settings.seeds = [1]
+    settings.overrides.append("model.pooler=cls")
+    trainer = FakeTrainer()
+    run_sweep(settings, trainer, FakeEvaluator())
+    assert trainer.base_dev == [None, {"fp32": 50.0}]

@@ -16,11 +16,26 @@ def _add_sweep(sub) -> None:
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--recipes", required=True,
                    help="comma-separated recipe names (see `cselab recipes`) or YAML paths; all = every shipped recipe")
-    p.add_argument("--seeds", default="42,0,1", help="comma-separated seeds")
+    p.add_argument("--seeds", help="comma-separated seeds (default 42,0,1; with --search one seed, default 42)")
     p.add_argument("--out", default="outputs/sweep", help="sweep directory")
     p.add_argument("--corpus", help="training text for every run (same as --set data.corpus=...)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a recipe key in every run, e.g. --set optim.max_steps=500 (repeatable)")
+    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
+                   help="train every value of a recipe key (repeatable; the grid is crossed with the recipes and "
+                        "seeds; each point goes to OUT/<recipe>/KEY=V/seed-<seed>/), e.g. --grid optim.lr=1e-5,3e-5")
+    p.add_argument("--search", type=int, metavar="N",
+                   help="instead of a grid, an Optuna search of N trials per recipe over the --space keys, pruning "
+                        "on the in-training dev score; the study (OUT/search.db) resumes when run again")
+    p.add_argument("--space", action="append", default=[], metavar="KEY=LOW:HIGH[:log]",
+                   help="a key the search draws (repeatable), e.g. --space optim.lr=1e-5:1e-4:log; integer bounds "
+                        "draw integers")
+    p.add_argument("--metric", choices=["stsb_dev", "val_mlm_loss"], default="stsb_dev",
+                   help="what the search optimises: the in-training STS-B dev score (higher is better), or the "
+                        "validation MLM loss of a pre-training recipe (lower is better)")
+    p.add_argument("--keep-checkpoints", choices=["all", "last", "none"], default="all",
+                   help="checkpoints of finished runs: all = as training left them (train.keep_checkpoints), "
+                        "last = only the final one, none = removed (their models stay)")
     p.add_argument("--eval-split", choices=["dev", "test"], default="dev",
                    help="dev: STS-B dev, SICK trial, SST-2 dev, MRPC train CV; test: the papers' test sets")
     p.add_argument("--tasks", default="all", help="evaluation tasks: sts, transfer, align, all, or task names")
@@ -40,7 +55,7 @@ def _add_sweep(sub) -> None:
 
 def sweep_settings(args):
     from cselab.evaluate.dev import find_senteval_dir
-    from cselab.experiments.sweep import SweepSettings, parse_recipes, parse_seeds
+    from cselab.experiments.sweep import SweepSettings, parse_grid, parse_recipes, parse_seeds
 
     overrides = list(args.overrides) + ([f"data.corpus={args.corpus}"] if args.corpus else [])
     data_dir = None
@@ -50,19 +65,23 @@ def sweep_settings(args):
             raise FileNotFoundError(f"{data_dir}: data directory not found")
     elif not args.no_eval:
         data_dir = find_senteval_dir(None)
-    return SweepSettings(recipes=parse_recipes(args.recipes), seeds=parse_seeds(args.seeds), out=Path(args.out),
+    seeds = args.seeds or ("42" if args.search is not None else "42,0,1")
+    return SweepSettings(recipes=parse_recipes(args.recipes), seeds=parse_seeds(seeds), out=Path(args.out),
                          overrides=overrides, evaluate=not args.no_eval, eval_split=args.eval_split, tasks=args.tasks,
                          data_dir=data_dir, transfer_mode=args.transfer_mode,
-                         transfer_protocol=args.transfer_protocol, progress=not args.quiet)
+                         transfer_protocol=args.transfer_protocol, progress=not args.quiet,
+                         grid=parse_grid(args.grid, overrides), keep_checkpoints=args.keep_checkpoints)
 
 
 def _run_sweep(args) -> int:
     from cselab.experiments.sweep import SWEEP_FILE, SweepStopped, plan_status, run_sweep
 
     settings = sweep_settings(args)
+    if args.search is not None or args.space:
+        return _run_search(args, settings)
     if args.dry_run:
         for job, training, evaluation in plan_status(settings):
-            print(f"{job.name:36s} training {training:10s} evaluation {evaluation:14s} {job.path}")
+            print(f"{job.name:36s} {training:10s} {evaluation:27s} {job.path}")
         return 0
     try:
         data = run_sweep(settings)
@@ -72,7 +91,52 @@ def _run_sweep(args) -> int:
     done = sum(1 for r in data["runs"] if r["finished"])
     print(f"{done}/{counted(len(data['runs']), 'run')} finished; aggregate -> {Path(args.out) / SWEEP_FILE}; "
           f"report: cselab report {args.out}")
+    print(disk_sentence(data["disk"], args.out))
     return 0
+
+
+def _run_search(args, settings) -> int:
+    from cselab.experiments import ExperimentError
+    from cselab.experiments.search import SEARCH_FILE, parse_space, run_search
+    from cselab.experiments.sweep import SweepStopped
+
+    if args.search is None:
+        raise ExperimentError("--space is for a search: add --search N (the number of trials)")
+    if settings.grid:
+        raise ExperimentError("--grid and --search: use one (a grid trains every point, a search draws N)")
+    if args.dry_run:
+        raise ExperimentError("--dry-run lists a sweep's runs; a search draws its trials as it goes "
+                              f"(see {Path(args.out) / SEARCH_FILE} for the trials so far)")
+    space = parse_space(args.space, settings.overrides)
+    try:
+        data = run_search(settings, args.search, space, args.metric)
+    except SweepStopped as exc:
+        print(f"cselab sweep: {exc}", file=sys.stderr)
+        return 3
+    for name, study in data["studies"].items():
+        best = study["best"]
+        found = "no complete trial" if best is None else (
+            f"best {args.metric} {best['value']:.4g} (trial {best['number']}: "
+            + ", ".join(f"{k}={v:.4g}" for k, v in best["params"].items()) + f") in {best['path']}")
+        done = [t["state"] for t in study["trials"] if t["state"] in ("complete", "pruned")]
+        print(f"{name}: {counted(len(done), 'trial')} ({done.count('pruned')} pruned), {found}")
+    print(f"trials -> {Path(args.out) / SEARCH_FILE}; report: cselab report {args.out}")
+    print(disk_sentence(data["disk"], args.out))
+    return 0
+
+
+def _megabytes(count: int) -> str:
+    return f"{count / 1e6:.1f} MB"
+
+
+def disk_sentence(disk: dict, out: str) -> str:
+    """How much the sweep directory keeps, and how to keep less."""
+    text = f"{out} holds {_megabytes(disk['bytes'])}"
+    if disk["checkpoint_bytes"]:
+        text += f", {_megabytes(disk['checkpoint_bytes'])} of it in checkpoints"
+        if disk["keep_checkpoints"] != "none":
+            text += " (--keep-checkpoints none removes those of finished runs; their models stay)"
+    return text + "."
 
 
 def _add_report(sub) -> None:

@@ -328,6 +328,41 @@ def power_sentence(tables: list[Table]) -> str:
             f"a large p-value does not show that two recipes are equal.")
 
 
+def variant_baseline(runs: list[Run], baseline: str | None) -> str | None:
+    """The baseline's row: the recipe itself, or its first variant when a grid varied it."""
+    if baseline is None or any(r.recipe == baseline for r in runs):
+        return baseline
+    variants = sorted({r.recipe for r in runs if r.recipe_name == baseline})
+    return variants[0] if variants else baseline
+
+
+def grid_sections(runs: list[Run], tables: list[Table]) -> list[Section]:
+    """Per recipe run with several settings (a sweep's --grid): for each varied key, the headline score over
+    every run with each of its values (the other keys and the seeds averaged), so a trend reads at a glance."""
+    table = next((t for t in tables if t.name == "sts"), None)
+    column = next((c for c in table.columns if c.key == "avg"), None) if table else None
+    varied = [r for r in runs if r.variant]
+    if column is None or not varied:
+        return []
+    split = next(s for s in ("test", "dev") if any(s in r.evals and r.recipe in table.recipes for r in runs))
+    section = Section("Hyper-parameters", [Paragraph(
+        f"Runs of one recipe with different settings are separate rows above, named by the keys that differ. "
+        f"Here, per varied key: the STS {column.label} (Spearman x100, {split} split) of every run with each value, "
+        "mean ± std over the runs (seeds and the other keys' values together).")])
+    for recipe in sorted({r.recipe_name for r in varied}):
+        group = [r for r in varied if r.recipe_name == recipe and split in r.evals]
+        for key in group[0].variant if group else []:
+            rows = []
+            for value in sorted({json.dumps(r.variant[key]) for r in group}):
+                scores = [v for r in group if json.dumps(r.variant[key]) == value
+                          for v in [column.extract(r.evals[split])] if v is not None]
+                rows.append([Cell(json.loads(value) if value.startswith('"') else value), Cell(str(len(scores))),
+                             Cell(_mean_std(StatsCell(dict(enumerate(scores))), column.digits))])
+            section.blocks += [Paragraph(f"{recipe}, {key}:"),
+                               TableBlock([key, "Runs", f"STS {column.label}"], rows, kind="grid")]
+    return [section]
+
+
 def versions_section(runs: list[Run]) -> Section:
     return Section("Library versions", [
         Paragraph("Recorded into each run's versions.json by `cselab sweep` when the run was trained and when it "
@@ -346,6 +381,8 @@ def build_document(runs: list[Run], split: str = "auto", baseline: str | None = 
                    title: str = "cselab experiment report") -> Document:
     if not runs:
         raise ExperimentError("no runs to report on")
+    named_baseline = baseline
+    baseline = variant_baseline(runs, baseline)
     chosen = choose_split(runs, split)
     recipes = recipe_order(runs, baseline)
     seeds = {recipe: len([r for r in runs if r.recipe == recipe and chosen in r.evals]) for recipe in recipes}
@@ -353,7 +390,11 @@ def build_document(runs: list[Run], split: str = "auto", baseline: str | None = 
     extra = [t for t in (stsb_dev_table(tables, runs, chosen, baseline), training_table(runs, baseline))
              if t is not None]
     plots, missing = all_plots(runs, recipes, tables, chosen or "dev")
-    sections = [results_section(tables, extra, seeds), tests_section(tables, recipes, baseline),
+    tests = tests_section(tables, recipes, baseline)
+    if baseline != named_baseline:
+        tests.blocks.insert(0, Paragraph(f"{named_baseline} was run with several settings; the tests compare with "
+                                         f"{baseline} (name another with --baseline)."))
+    sections = [results_section(tables, extra, seeds), *grid_sections(runs, tables), tests,
                 Section("Plots", [PlotBlock(p) for p in plots] + [Paragraph(f"Not drawn: {why}.") for why in missing]),
                 runs_section(runs), versions_section(runs), configurations_section(runs)]
     return Document(title, intro_lines(runs, recipes, chosen), sections, plots, chosen, tables + extra)

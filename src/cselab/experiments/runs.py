@@ -117,6 +117,8 @@ class Run:
     metrics: list[dict] = field(default_factory=list)
     evals: dict[str, dict] = field(default_factory=dict)  # split -> the evaluation suite's result dict
     versions: dict = field(default_factory=dict)
+    recipe_name: str | None = None  # the recipe's own name where ``recipe`` names a variant of it (a grid point)
+    variant: dict = field(default_factory=dict)  # the varied keys' values that tell it from the recipe's other runs
 
     @property
     def finished(self) -> bool:
@@ -166,7 +168,7 @@ def find_runs(paths: list[str | Path]) -> list[Run]:
             if not candidates:
                 raise ExperimentError(f"{path}: no run directories below it (none holds {RUN_CONFIG})")
         found += [c for c in candidates if c.resolve() not in {f.resolve() for f in found}]
-    runs = [load_run(p) for p in found]
+    runs = label_variants([load_run(p) for p in found])
     seen: dict[tuple[str, int], Path] = {}
     for run in runs:
         key = (run.recipe, run.seed)
@@ -174,4 +176,45 @@ def find_runs(paths: list[str | Path]) -> list[Run]:
             raise ExperimentError(f"{run.path}: recipe {run.recipe} seed {run.seed} is also {seen[key]}; "
                                   f"a report compares one run per recipe and seed")
         seen[key] = run.path
+    return runs
+
+
+def flatten(data, prefix: str = "") -> dict:
+    """A config as dotted keys, list entries by index (``objective[0].temperature``), as --set and --grid
+    name them."""
+    if isinstance(data, dict) and data:
+        items = [(f"{prefix}.{key}" if prefix else str(key), value) for key, value in data.items()]
+    elif isinstance(data, list) and data:
+        items = [(f"{prefix}[{i}]", value) for i, value in enumerate(data)]
+    else:
+        return {prefix: data}
+    flat: dict = {}
+    for key, value in items:
+        flat.update(flatten(value, key))
+    return flat
+
+
+def _value_text(value) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def label_variants(runs: list[Run]) -> list[Run]:
+    """Runs of one recipe trained with different settings (a sweep's --grid) are told apart by the keys that
+    differ, e.g. ``simcse lr=1e-05``: the report compares them as separate rows. The seed, the output folder
+    and the keys that do not change a result (train.checkpoint.RESUME_SAFE_KEYS) do not count."""
+    from cselab.train.checkpoint import RESUME_SAFE_KEYS
+
+    ignored = RESUME_SAFE_KEYS | {"train.seed"}
+    for recipe in sorted({r.recipe for r in runs}):
+        group = [r for r in runs if r.recipe == recipe]
+        flat = [flatten(r.config) for r in group]
+        keys = [k for k in sorted(set().union(*flat)) if k not in ignored
+                and len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1]
+        if not keys:
+            continue
+        last = [k.rsplit(".", 1)[-1] for k in keys]
+        short = {k: (name if last.count(name) == 1 else k) for k, name in zip(keys, last, strict=True)}
+        for run, values in zip(group, flat, strict=True):
+            run.recipe_name, run.variant = recipe, {k: values.get(k) for k in keys}
+            run.recipe = recipe + " " + " ".join(f"{short[k]}={_value_text(values.get(k))}" for k in keys)
     return runs

@@ -1,6 +1,7 @@
-"""``cselab sweep``: train and evaluate every recipe x seed, resuming where a previous sweep stopped.
+"""``cselab sweep``: train and evaluate every recipe x seed (x grid point), resuming where a previous sweep stopped.
 
-Each (recipe, seed) gets ``OUT/<recipe>/seed-<seed>/``. A run whose training finished with the same
+Each (recipe, seed) gets ``OUT/<recipe>/seed-<seed>/``; with ``--grid KEY=V1,V2`` each grid point has its own
+folder named by its values, ``OUT/<recipe>/KEY=V1/seed-<seed>/``. A run whose training finished with the same
 resolved settings is not trained again; one that stopped part-way is resumed by the training loop
 from its last checkpoint; an evaluation is redone only when its result file is missing or was made
 for other weights, split or probe mode, and tasks added since are evaluated alone and merged in.
@@ -11,7 +12,10 @@ plots.
 from __future__ import annotations
 
 import gc
+import itertools
 import json
+import os
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +36,7 @@ from cselab.experiments.runs import (
 from cselab.experiments.versions import library_versions
 
 SWEEP_FILE = "sweep.json"
+BASE_DEV_FILE = "base-stsb-dev.json"  # the starting encoders' STS-B dev, measured once per base model
 
 
 @dataclass
@@ -47,6 +52,11 @@ class SweepSettings:
     transfer_mode: str = "test"
     transfer_protocol: str = "sklearn"  # or "senteval": SentEval's PyTorch logistic regression
     progress: bool = True
+    grid: list[tuple[str, list[str]]] = field(default_factory=list)  # --grid KEY=V1,V2: crossed with the rest
+    keep_checkpoints: str = "all"  # all | last | none: what stays in checkpoints/ of a finished run
+
+
+KEEP_CHECKPOINTS = ("all", "last", "none")
 
 
 @dataclass
@@ -55,10 +65,12 @@ class Job:
     seed: int
     path: Path
     config: object  # cselab.config.Config
+    values: dict[str, str] = field(default_factory=dict)  # the grid point: key -> value as given
 
     @property
     def name(self) -> str:
-        return f"{recipe_label(self.recipe)} seed {self.seed}"
+        point = "".join(f" {key}={value}" for key, value in self.values.items())
+        return f"{recipe_label(self.recipe)}{point} seed {self.seed}"
 
 
 def parse_recipes(spec: str) -> list[str]:
@@ -99,14 +111,43 @@ def parse_seeds(spec: str) -> list[int]:
     return seeds
 
 
+def parse_grid(specs: list[str], overrides: list[str] = ()) -> list[tuple[str, list[str]]]:
+    """``--grid KEY=V1,V2`` options as (key, values); every value is checked later, as a --set of its run."""
+    grid: list[tuple[str, list[str]]] = []
+    for spec in specs:
+        key, sep, values = spec.partition("=")
+        key = key.strip()
+        items = [v.strip() for v in values.split(",") if v.strip()]
+        if not sep or not key or not items:
+            raise ExperimentError(f"--grid {spec!r}: expected KEY=V1,V2,... (e.g. --grid optim.lr=1e-5,3e-5)")
+        if key in {k for k, _ in grid}:
+            raise ExperimentError(f"--grid {key}: given twice (list all its values in one --grid)")
+        if key in ("train.seed", "train.output_dir"):
+            raise ExperimentError(f"--grid {key}: the sweep sets it (use --seeds / --out)")
+        if _sets(list(overrides), key):
+            raise ExperimentError(f"--grid {key}: also given with --set (a key is either fixed or varied)")
+        if len(set(items)) != len(items):
+            raise ExperimentError(f"--grid {key}: a value is listed twice ({values})")
+        grid.append((key, items))
+    return grid
+
+
+def grid_points(grid: list[tuple[str, list[str]]]) -> list[dict[str, str]]:
+    """Every combination of the grid's values, in the order given (one empty point without a grid)."""
+    return [dict(zip([k for k, _ in grid], combo, strict=True)) for combo in itertools.product(*(v for _, v in grid))]
+
+
+def point_folder(values: dict[str, str]) -> str:
+    """A grid point's folder name: its values as KEY=VALUE joined by commas (path separators replaced)."""
+    return ",".join(f"{key}={value}" for key, value in values.items()).replace(os.sep, "_").replace("/", "_")
+
+
 def _sets(overrides: list[str], key: str) -> bool:
     return any(o.split("=", 1)[0].strip() == key for o in overrides)
 
 
-def plan(settings: SweepSettings) -> list[Job]:
-    """Every run's resolved config, all checked before any training starts."""
-    from cselab.config import load_config
-
+def run_overrides(settings: SweepSettings) -> list[str]:
+    """The --set options of every run: the user's, and the evaluation's STS-B dev for model selection."""
     overrides = list(settings.overrides)
     for key in ("train.seed", "train.output_dir"):
         if _sets(overrides, key):
@@ -117,12 +158,25 @@ def plan(settings: SweepSettings) -> list[Job]:
 
         if (Path(settings.data_dir) / STSB_DEV).is_file():
             overrides.append(f"data.dev_dir={settings.data_dir}")
+    return overrides
+
+
+def plan(settings: SweepSettings) -> list[Job]:
+    """Every run's resolved config, all checked before any training starts."""
+    from cselab.config import load_config
+
+    overrides = run_overrides(settings)
     jobs = []
     for recipe in settings.recipes:
-        for seed in settings.seeds:
-            path = run_path(settings.out, recipe, seed)
-            config = load_config(recipe, overrides, **{"train.seed": seed, "train.output_dir": str(path)})
-            jobs.append(Job(recipe, seed, path, config))
+        for values in grid_points(settings.grid):
+            for seed in settings.seeds:
+                path = run_path(settings.out, recipe, seed)
+                if values:
+                    path = path.parent / point_folder(values) / path.name
+                point = [f"{key}={value}" for key, value in values.items()]
+                config = load_config(recipe, overrides + point,
+                                     **{"train.seed": seed, "train.output_dir": str(path)})
+                jobs.append(Job(recipe, seed, path, config, values))
     return jobs
 
 
@@ -215,13 +269,130 @@ def record_versions(path: Path, stage: str) -> None:
     write_json(path / VERSIONS, versions)
 
 
+# ---- the base model's STS-B dev, once per base model ----------------------------------------------
+
+
+def _hub_snapshot(name: str) -> str | None:
+    """The commit of a Hub model in the local cache (its content identity), None when it is not cached."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(name, "config.json")
+    except (ImportError, ValueError):  # not a repository id
+        return None
+    return f"{name}@{Path(found).parent.name}" if isinstance(found, str) else None
+
+
+def base_weights_fingerprint(name_or_path: str) -> str | None:
+    """The starting encoder's identity: a local model's weight files (name, size, mtime), or a cached Hub
+    model's commit; None when it cannot be told before it is loaded."""
+    from cselab.model.encoder import resolve_model_path
+
+    try:
+        path = Path(resolve_model_path(name_or_path))
+    except (RuntimeError, OSError):
+        return None
+    if not path.is_dir():
+        return _hub_snapshot(name_or_path)
+    weights = [f for f in files_outside_checkpoints(path) if f.suffix in (".safetensors", ".bin")]
+    if not weights:
+        return None
+    return json.dumps([[str(f.relative_to(path)), f.stat().st_size, f.stat().st_mtime_ns] for f in weights])
+
+
+def base_model_key(config) -> str | None:
+    """What the STS-B dev of a run's starting encoder depends on, hashed: its weights, the model section
+    (pooler, length, ...) and the dev file. None where runs cannot share it: a randomly initialised encoder
+    (its weights follow the seed), no dev data, or weights that cannot be identified."""
+    import hashlib
+
+    from cselab.evaluate.dev import STSB_DEV, find_senteval_dir
+
+    if config.model.from_config or config.train.eval_steps <= 0:
+        return None
+    weights = base_weights_fingerprint(config.model.name_or_path)
+    dev_dir = find_senteval_dir(config.data.dev_dir)
+    if weights is None or dev_dir is None:
+        return None
+    dev_file = (Path(dev_dir) / STSB_DEV).resolve()
+    identity = {"weights": weights, "model": _as_json(config.to_dict())["model"],
+                "dev": [str(dev_file), dev_file.stat().st_size, dev_file.stat().st_mtime_ns]}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
+class BaseDevCache:
+    """OUT/base-stsb-dev.json: per base-model key and training precision, the score one run measured
+    before step 1; later runs from the same encoder in the same settings reuse it instead of re-scoring."""
+
+    def __init__(self, out: Path):
+        self.path = Path(out) / BASE_DEV_FILE
+        self.entries = read_json(self.path) or {}
+
+    def known(self, job: Job) -> dict[str, float] | None:
+        key = base_model_key(job.config)
+        entry = self.entries.get(key) if key else None
+        return {precision: item["score"] for precision, item in entry.items()} if entry else None
+
+    def remember(self, job: Job, summary: dict | None) -> None:
+        from cselab.experiments.dev_figures import training_precision
+
+        score, precision = (summary or {}).get("base_stsb_dev"), training_precision(summary)
+        key = base_model_key(job.config) if score is not None and precision else None
+        if key is None or precision in self.entries.get(key, {}):
+            return
+        self.entries.setdefault(key, {})[precision] = {"score": score, "measured_by": job.name,
+                                                       "model": job.config.model.name_or_path}
+        write_json(self.path, self.entries)
+
+
+# ---- checkpoints and disk ----------------------------------------------------------------------
+
+
+def disk_usage(root: Path) -> tuple[int, int]:
+    """(bytes under ``root``, bytes of it only in checkpoints/ folders), each hard-linked file once: a
+    checkpoint's encoder weights are often a link to the saved model."""
+    seen: set[tuple[int, int]] = set()
+    total = checkpoints = 0
+    walk = [(folder, files) for folder, _, files in os.walk(root)]
+    # files outside checkpoints first, so a weight file linked into a checkpoint counts as the model's
+    walk.sort(key=lambda item: "checkpoints" in Path(item[0]).relative_to(root).parts)
+    for folder, files in walk:
+        in_checkpoints = "checkpoints" in Path(folder).relative_to(root).parts
+        for name in files:
+            try:
+                info = os.lstat(Path(folder) / name)
+            except FileNotFoundError:
+                continue
+            if (info.st_dev, info.st_ino) in seen:
+                continue
+            seen.add((info.st_dev, info.st_ino))
+            total += info.st_size
+            checkpoints += info.st_size if in_checkpoints else 0
+    return total, checkpoints
+
+
+def drop_checkpoints(path: Path, keep: str) -> None:
+    """A finished run's checkpoints: ``all`` stay, ``last`` keeps the newest (the state at the end of
+    training), ``none`` removes them. A finished run needs none of them: its model is saved beside them."""
+    from cselab.train.checkpoint import checkpoint_step, list_checkpoints
+
+    folder = path / "checkpoints"
+    if keep == "all" or not folder.is_dir():
+        return
+    if keep == "none":
+        shutil.rmtree(folder)
+        return
+    for old in sorted(list_checkpoints(folder), key=checkpoint_step)[:-1]:
+        shutil.rmtree(old)
+
+
 # ---- doing it ----------------------------------------------------------------------------------
 
 
 @dataclass
 class Outcome:
     job: Job
-    training: str  # trained | resumed | skipped | stopped
+    training: str  # trained | resumed | skipped | pruned
     evaluation: str  # evaluated | skipped | off | not trained
     summary: dict | None = None
 
@@ -230,10 +401,11 @@ class SweepStopped(Exception):
     """Training stopped on a signal; the checkpoint is saved and the same command resumes."""
 
 
-def default_trainer(config, progress: bool) -> dict:
+def default_trainer(config, progress: bool, **hooks) -> dict:
+    """The training loop; ``hooks``: train()'s ``base_dev`` and ``on_evaluation``."""
     from cselab.train.loop import train
 
-    return train(config, resume=True, progress=progress)
+    return train(config, resume=True, progress=progress, **hooks)
 
 
 def default_evaluator(job: Job, settings: SweepSettings, names: list[str]) -> dict:
@@ -247,7 +419,10 @@ def default_evaluator(job: Job, settings: SweepSettings, names: list[str]) -> di
 
 
 def run_job(job: Job, settings: SweepSettings, names: list[str] | None,
-            trainer: Callable = default_trainer, evaluator: Callable = default_evaluator) -> Outcome:
+            trainer: Callable = default_trainer, evaluator: Callable = default_evaluator,
+            base_dev: BaseDevCache | None = None, on_evaluation: Callable | None = None) -> Outcome:
+    """Train (or resume) and evaluate one run. ``on_evaluation``: train()'s hook (a search's pruner); a run
+    it ends is ``pruned``, not evaluated."""
     state = training_state(job)
     summary = read_json(job.path / SUMMARY)
     if state == "done":
@@ -255,12 +430,19 @@ def run_job(job: Job, settings: SweepSettings, names: list[str] | None,
     else:
         job.path.mkdir(parents=True, exist_ok=True)
         record_versions(job.path, "train")
-        summary = trainer(job.config, settings.progress)
+        hooks = {"base_dev": base_dev.known(job) if base_dev else None}
+        if on_evaluation is not None:
+            hooks["on_evaluation"] = on_evaluation
+        summary = trainer(job.config, settings.progress, **hooks)
+        if not summary.get("finished") and getattr(on_evaluation, "pruned_at", None) is not None:
+            return Outcome(job, "pruned", "not evaluated (pruned)", summary)
         if not summary.get("finished"):
             raise SweepStopped(f"{job.name}: training stopped at step "
                                f"{summary.get('steps')}/{summary.get('total_steps')}; "
                                f"checkpoint saved in {job.path}; run the same command again to resume")
         training = "resumed" if state == "resume" else "trained"
+    if base_dev is not None:
+        base_dev.remember(job, summary)
     if names is None:
         return Outcome(job, training, "off", summary)
     # A study that adds a task later evaluates only that task; the stored ones are kept.
@@ -279,17 +461,22 @@ def run_job(job: Job, settings: SweepSettings, names: list[str] | None,
     return Outcome(job, training, "evaluated", summary)
 
 
+TRAINING_TEXT = {"trained": "trained", "resumed": "resumed and finished training", "skipped": "already trained"}
+EVALUATION_TEXT = {"evaluated": "evaluated", "skipped": "already evaluated", "off": "not evaluated (--no-eval)"}
+
+
 def describe(outcome: Outcome) -> str:
+    """One status line, e.g. ``simcse seed 1: trained, best STS-B dev 80.12 in training (fp32) at step 25;
+    evaluated``."""
     s = outcome.summary or {}
-    parts = [f"{outcome.job.name}: training {outcome.training}"]
+    text = f"{outcome.job.name}: {TRAINING_TEXT.get(outcome.training, outcome.training)}"
     if s.get("best_stsb_dev") is not None:
         # the in-training (selection) score, in the training precision; the evaluation re-scores in its own
         from cselab.experiments.dev_figures import training_precision
 
         precision = training_precision(s) or "precision not recorded"
-        parts.append(f"best STS-B dev {s['best_stsb_dev']:.2f} in training ({precision}) at step {s.get('best_step')}")
-    parts.append(f"evaluation {outcome.evaluation}")
-    return ", ".join(parts)
+        text += f", best STS-B dev {s['best_stsb_dev']:.2f} in training ({precision}) at step {s.get('best_step')}"
+    return f"{text}; {EVALUATION_TEXT.get(outcome.evaluation, outcome.evaluation)}"
 
 
 def aggregate(settings: SweepSettings, outcomes: list[Outcome], seconds: float) -> dict:
@@ -312,14 +499,17 @@ def aggregate(settings: SweepSettings, outcomes: list[Outcome], seconds: float) 
                             "avg": result.get("avg"), "transfer_avg": result.get("transfer_avg"),
                             "tasks": {name: task.get("score", task) for name, task in result["tasks"].items()}}})
     invocation = {"recipes": [recipe_label(r) for r in settings.recipes], "recipe_sources": settings.recipes,
-                  "seeds": settings.seeds, "overrides": settings.overrides, "evaluate": settings.evaluate,
+                  "seeds": settings.seeds, "overrides": settings.overrides, "grid": dict(settings.grid),
+                  "evaluate": settings.evaluate,
                   "tasks": settings.tasks if settings.evaluate else None,
                   "data_dir": str(settings.data_dir) if settings.data_dir else None,
                   "transfer_mode": settings.transfer_mode, "transfer_protocol": settings.transfer_protocol,
                   "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "seconds": round(seconds, 1),
                   "did": {o.job.name: {"training": o.training, "evaluation": o.evaluation} for o in outcomes}}
+    total, checkpoints = disk_usage(out) if out.is_dir() else (0, 0)
     return {"out": str(out), "eval_split": split, "last_invocation": invocation, "runs": entries,
-            "aggregate": {t.name: t.to_dict() for t in tables}}
+            "aggregate": {t.name: t.to_dict() for t in tables},
+            "disk": {"bytes": total, "checkpoint_bytes": checkpoints, "keep_checkpoints": settings.keep_checkpoints}}
 
 
 def run_sweep(settings: SweepSettings, trainer: Callable = default_trainer,
@@ -334,10 +524,12 @@ def run_sweep(settings: SweepSettings, trainer: Callable = default_trainer,
     bar = tqdm(jobs, desc="sweep", unit="run", disable=not settings.progress)
     say = echo or (lambda text: tqdm.write(text) if settings.progress else None)
     outcomes = []
+    base_dev = BaseDevCache(settings.out)
     try:
         for job in bar:
             bar.set_postfix_str(job.name)
-            outcomes.append(run_job(job, settings, names, trainer, evaluator))
+            outcomes.append(run_job(job, settings, names, trainer, evaluator, base_dev))
+            drop_checkpoints(job.path, settings.keep_checkpoints)  # the job finished: run_job raises otherwise
             say(describe(outcomes[-1]))
             gc.collect()  # one model at a time: free the last run's before building the next
     finally:
@@ -354,10 +546,10 @@ def plan_status(settings: SweepSettings) -> list[tuple[Job, str, str]]:
     for job in plan(settings):
         state = training_state(job)
         if names is None:
-            evaluation = "off"
+            evaluation = "not evaluated (--no-eval)"
         elif state == "done":
-            evaluation = "done" if evaluation_done(job, settings, names) else "to do"
+            evaluation = "evaluated" if evaluation_done(job, settings, names) else "to evaluate"
         else:
-            evaluation = "after training"
-        rows.append((job, {"done": "done", "resume": "to resume", "new": "to train"}[state], evaluation))
+            evaluation = "to evaluate after training"
+        rows.append((job, {"done": "trained", "resume": "to resume", "new": "to train"}[state], evaluation))
     return rows

@@ -10,6 +10,8 @@ keep their own in ``best-METRIC/``), ``run_dir`` and ``checkpoint`` make it resu
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from cselab.config import Config
 from cselab.train.live_logs import LiveLogs
 from cselab.train.metrics import MetricsLog
@@ -18,6 +20,7 @@ from cselab.train.parts import build_parts, make_loader
 from cselab.train.process import (
     Process,
     best_model_selection,
+    caller_stops,
     checkpoint_due,
     run_precision,
     save_checkpoint,
@@ -31,8 +34,14 @@ from cselab.train.throughput import Throughput
 from cselab.train.validation import validation_for
 
 
-def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
-    """Train as ``config`` says; returns the run summary (also written to summary.json)."""
+def train(config: Config, resume: bool = True, progress: bool = True, base_dev: dict[str, float] | None = None,
+          on_evaluation: Callable[[int, dict], bool] | None = None) -> dict:
+    """Train as ``config`` says; returns the run summary (also written to summary.json).
+
+    ``base_dev``: the starting encoder's STS-B dev in these settings, by training precision, when a caller
+    (``cselab sweep``) already measured it for another run; it replaces the evaluation before step 1.
+    ``on_evaluation(step, record)``: called after each evaluation; True ends the run there (a pruned trial).
+    """
     process = Process.start(config)
     with open_run(process, config, resume) as latest:
         parts = build_parts(config, process.device, process.processes, process.rank)
@@ -50,7 +59,8 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
         step = choose_step(forward, config.optim.grad_cache_chunk, update.scale)
         selector = best_model_selection(process, config, parts.encoder, precision.precision, state,
                                         validation_for(parts.validation, forward, process.main),
-                                        mlm_only=not parts.objective.encodes_views)
+                                        mlm_only=not parts.objective.encodes_views,
+                                        known_base_dev=(base_dev or {}).get(precision.precision))
         metrics = MetricsLog(process.out_dir / METRICS if process.main else None, state, config.train.log_steps,
                              Throughput(parts.encoder, precision.dtype, process.device.type, process.processes),
                              process.progress_bar(config.recipe, len(parts.plan), state.step) if progress else None,
@@ -76,6 +86,10 @@ def train(config: Config, resume: bool = True, progress: bool = True) -> dict:
                     if save:
                         save_checkpoint(process, parts, update, state, selector, config)
                     metrics.restart_window()
+                    if evaluate and on_evaluation is not None and caller_stops(process, on_evaluation, state.step,
+                                                                               record):
+                        process.say(f"stopped after step {state.step} by the caller (e.g. a pruned trial)")
+                        break
                 if stopping:
                     process.say(f"\n{stop.signal_name}: stopped after step {state.step}; checkpoint saved. "
                                 f"Run the same command again to resume.")

@@ -89,10 +89,11 @@ class Process:
 
 def best_model_selection(process: Process, config: Config, encoder: SentenceEncoder, precision: str,
                          state: RunState, validation: ValidationMlm | None = None,
-                         mlm_only: bool = False) -> BestModel:
+                         mlm_only: bool = False, known_base_dev: float | None = None) -> BestModel:
     """STS-B dev evaluation on the main process when dev data is found, validation MLM loss when the
     run holds lines out (it picks the best model of an MLM-only run), the further metrics of
-    ``train.select_on``; the record of a resumed run."""
+    ``train.select_on``; the record of a resumed run. ``known_base_dev``: the starting encoder's STS-B
+    dev measured already in these settings (by a sweep, for another run), used instead of scoring it."""
     dev_dir, dev = on_main(process, lambda: stsb_dev(config), (None, None))
     selector = BestModel(process.out_dir, dev, encoder, precision, config.train.eval_steps)
     selector.attach(validation, mlm_only)  # before reconcile: it reads and writes the marker of this metric
@@ -106,8 +107,12 @@ def best_model_selection(process: Process, config: Config, encoder: SentenceEnco
         selector.reconcile(state.step)
     if dev is not None and state.step == 0:
         # The starting point, so a run shows what training changed (SimCSE's own tables compare so).
-        state.base_dev = selector.score()
-        process.say(f"STS-B dev before training: {state.base_dev:.2f}")
+        if known_base_dev is None:
+            state.base_dev = selector.score()
+            process.say(f"STS-B dev before training: {state.base_dev:.2f}")
+        else:
+            state.base_dev = known_base_dev
+            process.say(f"STS-B dev before training: {state.base_dev:.2f} (measured for an earlier run)")
     return selector
 
 
@@ -126,6 +131,13 @@ def on_main(process: Process, build, default):
     if error is not None:
         raise error
     return result
+
+
+def caller_stops(process: Process, on_evaluation, step: int, record: dict) -> bool:
+    """``on_evaluation(step, record)`` on the main process (whose record holds the dev scores); its answer
+    is shared, so every process stops at the same step."""
+    stop = bool(on_evaluation(step, record)) if process.main else None
+    return bool(gather_objects(stop)[0]) if process.processes > 1 else stop
 
 
 def stsb_dev(config: Config) -> tuple[Path | None, StsbDev | None]:
