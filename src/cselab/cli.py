@@ -1,4 +1,4 @@
-"""The ``cselab`` command: train, encode, recipes; eval, augment and data come from their packages."""
+"""The ``cselab`` command: train, encode, recipes, push; eval, augment and data come from their packages."""
 from __future__ import annotations
 
 import argparse
@@ -366,6 +366,24 @@ def _save_array(out: Path, array) -> None:
         partial.unlink(missing_ok=True)
 
 
+def _add_push(sub) -> None:
+    p = sub.add_parser("push", help="upload a saved model to the Hugging Face Hub",
+                       description="Creates the repository (kept if it exists) and uploads the model directory "
+                                   "(its checkpoints and best-METRIC/ models stay local), its card's usage naming "
+                                   "the repository. The token comes from `hf auth login` or HF_TOKEN.")
+    p.add_argument("model", help="a model directory cselab wrote (cselab train's output directory)")
+    p.add_argument("repo_id", help="the Hub repository, OWNER/NAME")
+    p.add_argument("--private", action="store_true", help="create the repository private")
+    p.set_defaults(func=_run_push)
+
+
+def _run_push(args) -> int:
+    from cselab.model.hub import push
+
+    print(f"pushed {args.model} to {push(args.model, args.repo_id, private=args.private)}")
+    return 0
+
+
 def _add_recipes(sub) -> None:
     p = sub.add_parser("recipes", help="list the shipped recipes")
     p.set_defaults(func=_run_recipes)
@@ -389,6 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pretrain(sub)
     _add_encode(sub)
     _add_recipes(sub)
+    _add_push(sub)
     for module_name in EXTENSIONS:
         try:
             module = importlib.import_module(module_name)

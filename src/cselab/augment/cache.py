@@ -37,6 +37,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from cselab import citations
 from cselab.augment.base import AUGMENTERS, AugmenterUnavailable, register_augmenter, sentence_seed
 from cselab.augment.compose import build_spec
 from cselab.errors import CselabError
@@ -270,6 +271,7 @@ def build_quietly(spec: dict, where: str):
 
 @register_augmenter
 class Cached:
+    citation = ""  # per instance: the cached augmenters'
     name = "cached"
     tag = "possibly-altering"  # per instance: the tag of the cached augmenter when known
     description = ("look augmentations up: a `cselab augment` jsonl (path), or one built for the corpus on first use "
@@ -293,6 +295,8 @@ class Cached:
         self.seed = seed
         self.chunk_size = chunk_size
         self.specs = [augmenter_spec(spec, f"cached.augmenter[{k}]") for k, spec in enumerate(specs)]
+        self.citation = citations.join(*(getattr(AUGMENTERS.get(s["name"]), "citation", "") for s in self.specs
+                                         if s["name"] in AUGMENTERS))
         self.table: dict[str, list[str]] = {}
         self.fallback = None
         self.cache_file: Path | None = None  # the file read, once known

@@ -61,6 +61,7 @@ def _citation(parts: list) -> str:
 
 @register_augmenter
 class Sequence:
+    citation = ""  # per instance: its parts'
     name = "sequence"
     tag = "possibly-altering"  # per instance: the most altering of its steps
     description = "apply several augmenters in order (params: steps: [{name: ..., <params>}, ...])"
@@ -98,6 +99,7 @@ def _valid_weights(weights, count: int) -> bool:
 
 @register_augmenter
 class OneOf:
+    citation = ""  # per instance: its parts'
     name = "one_of"
     tag = "possibly-altering"
     description = "apply one augmenter per sentence, chosen at random (params: choices, optional weights)"
@@ -151,6 +153,7 @@ class OneOf:
 
 @register_augmenter
 class WithProbability:
+    citation = ""  # per instance: its parts'
     name = "with_probability"
     tag = "possibly-altering"
     description = "apply an augmenter to each sentence with probability p (params: p, augmenter: {name: ...})"

@@ -51,6 +51,7 @@ class Paraphrase:
     input with no differing candidate comes back unchanged. ``prefix`` is prepended to inputs
     (T5 paraphrasers expect one, e.g. ``"paraphrase: "``).
     """
+    citation = ""  # a generic paraphraser: no method paper of its own
 
     name: ClassVar[str] = "paraphrase"
     tag: ClassVar[str] = "possibly-altering"

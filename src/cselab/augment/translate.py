@@ -52,6 +52,7 @@ class BackTranslation:
     unchanged (greedy decoding of pathological long strings can take minutes), as are blank ones,
     sentences the engine rejects, and round trips that give the input back.
     """
+    citation = ""  # no method paper of its own
 
     name: ClassVar[str] = "back_translation"
     tag: ClassVar[str] = "possibly-altering"

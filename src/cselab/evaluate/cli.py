@@ -32,6 +32,8 @@ def _add_eval(sub) -> None:
     p.add_argument("--json", help="write the results as JSON here "
                                   "(one model: its dict with 'avg'; several: {'models': [...]})")
     p.add_argument("--markdown", help="write the Markdown tables here (default: the --json path with .md)")
+    p.add_argument("--update-card", action="store_true",
+                   help="record the results in each local model's card (README.md model-index; cselab_eval.json)")
     p.add_argument("--pooler", default="auto",
                    help="pooler: auto (from the model's config), cls, cls_before_pooler, avg, avg_first_last, avg_top2")
     p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"], default="auto",
@@ -114,6 +116,10 @@ def _run_eval(args) -> int:
     markdown_path = Path(args.markdown) if args.markdown else (json_path.with_suffix(".md") if json_path else None)
     for path in report.write(results, json_path, markdown_path):
         print(f"wrote {path}")
+    if args.update_card:
+        from cselab.model.card import update_cards
+
+        print("\n".join(update_cards(results)))
     return 0
 
 

@@ -51,6 +51,7 @@ def embedding_positive(anchor: torch.Tensor, positive: torch.Tensor, kind: str, 
 @LOSSES.register("embedding_positive",
                  "wrap a term: positives from Gaussian noise / hard-example inter- or extrapolation")
 class EmbeddingPositiveTerm(nn.Module):
+    citation = ""  # per instance: UNA's appendix and the wrapped term's paper
     def __init__(self, kind: str = "gaussian", strength: float = 0.1, inner: dict | None = None, **context):
         """``context``: what the training loop knows of the model (sizes, ``model_type``), for the inner term."""
         super().__init__()

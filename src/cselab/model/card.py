@@ -283,6 +283,18 @@ def write_run_cards(run_dir: str | os.PathLike) -> list[Path]:
     return [write_card(model) for model in models if (model / "cselab_config.json").is_file()]
 
 
+def update_cards(results: list[dict]) -> list[str]:
+    """``cselab eval --update-card``: each result recorded in its model's card; a line per model."""
+    lines = []
+    for result in results:
+        path = Path(str(result.get("path") or ""))
+        if result.get("path") and (path / "modules.json").is_file():
+            lines.append(f"updated the card: {record_results(path, result)}")
+        else:
+            lines.append(f"{result.get('model')}: not a local model directory, no card to update")
+    return lines
+
+
 def record_results(model_dir: str | os.PathLike, result: dict) -> Path:
     """Keep one ``cselab eval`` result (by its split) in ``model_dir/cselab_eval.json``, merged with the
     tasks recorded before, and rewrite the card with them."""

@@ -15,6 +15,7 @@ from cselab.data.corpus import corpus_fingerprint
 from cselab.errors import TrainingError
 from cselab.evaluate.dev import StsbDev, TransferDev, find_senteval_dir
 from cselab.hardware import PrecisionChoice, choose_precision, resolve_device
+from cselab.model.card import write_run_cards
 from cselab.model.encoder import SentenceEncoder
 from cselab.train import checkpoint as ckpt
 from cselab.train.distributed import gather_objects, world_size
@@ -248,6 +249,7 @@ def summarize(process: Process, config: Config, parts: RunParts, state: RunState
     }
     if process.main:
         ckpt.write_json_atomic(process.out_dir / "summary.json", summary)
+        write_run_cards(process.out_dir)  # the saved models' cards gain the training cost and the selection
     return summary
 
 
