@@ -321,6 +321,8 @@ def _run_encode(args) -> int:
 
     sentences = _encode_inputs(Path(args.input))
     out = _encode_output(Path(args.out))
+    if not sentences:  # a 0-row array would pass for a result downstream
+        raise ConfigError(f"--in {args.input}: empty file, nothing to encode")
     if args.batch_size < 1:
         raise ConfigError(f"--batch-size: must be >= 1, got {args.batch_size}")
     device = resolve_device(args.device, "--device")  # every check before the model is loaded
@@ -343,6 +345,10 @@ def _encode_inputs(path: Path) -> list[str]:
 
 def _encode_output(out: Path) -> Path:
     """The .npy file to write (numpy adds the suffix), checked before any work is done."""
+    from cselab.errors import ConfigError
+
+    if out.is_dir():  # not silently DIR.npy beside it
+        raise ConfigError(f"--out {out}: is a folder; give the .npy file to write, e.g. {out / 'embeddings.npy'}")
     out = out if out.suffix == ".npy" else out.with_name(out.name + ".npy")
     if out.is_dir():
         raise IsADirectoryError(21, "Is a directory", str(out))

@@ -122,7 +122,8 @@ def test_an_output_path_that_cannot_be_written_is_one_line(tiny_encoder, tmp_pat
     taken = tmp_path / "taken.npy"
     taken.mkdir()
     assert main(["encode", str(model), "--in", str(sentences), "--out", str(taken)]) == 2
-    assert capsys.readouterr().err.strip() == f"cselab encode: error: {taken}: Is a directory"
+    assert capsys.readouterr().err.strip() == (f"cselab encode: error: --out {taken}: is a folder; give the .npy "
+                                               f"file to write, e.g. {taken / 'embeddings.npy'}")
 
 
 def test_a_closed_pipe_ends_the_command_quietly(capsys):

@@ -372,3 +372,99 @@ def test_fuzzed_encode_inputs(tiny_model_dir, data):
         inputs = {sentences: snapshot(sentences), tiny_model_dir: snapshot(tiny_model_dir)}
         outcome = run_cli(["encode", str(tiny_model_dir), "--in", str(sentences), "--out", str(out)])
         check_contract(outcome, "encode", inputs, [out])
+
+
+# --- paths that are not what the option wants -------------------------------------------------------
+# Folders named like recipes, binaries, folders holding stray files and directories that are no model
+# (empty, a report, a run's checkpoints, an unfinished run), given to each option that takes a path.
+# The error names what the path is; a folder named like a recipe never shadows the recipe.
+
+PATH_KINDS = ["recipe_named_folder", "binary_file", "text_file", "safetensors_file", "stray_files_folder",
+              "empty_folder", "report_folder", "checkpoints_folder", "unfinished_run_folder"]
+CHEAP_RECIPES = ["simcse", "focal", "una", "una-infonce", "clear-del-word"]
+STRAY_FILES = ["pytorch_model.bin", "weights.bin", "notes.txt", "model.pt", "tokenizer.json", "recipe.yaml", ".hidden"]
+# What each kind is called when it is passed as a model.
+MODEL_WORDS = {"recipe_named_folder": "an empty folder", "binary_file": "it is a file (binary",
+               "text_file": "it is a file (text)", "safetensors_file": "it is a file (safetensors weights",
+               "stray_files_folder": "but no config.json", "empty_folder": "an empty folder",
+               "report_folder": "a `cselab report` folder", "checkpoints_folder": "a run's checkpoints folder",
+               "unfinished_run_folder": "a training run's folder with no final model yet"}
+
+
+@contextlib.contextmanager
+def working_directory(folder: str):
+    """contextlib.chdir of Python 3.11, for 3.10."""
+    previous = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
+
+
+def make_path(workdir: Path, kind: str, recipe: str, payload: bytes, strays: list[str]) -> Path:
+    path = workdir / (recipe if kind == "recipe_named_folder" else kind)
+    if kind.endswith("_file"):
+        path = path.with_suffix(".safetensors") if kind == "safetensors_file" else path
+        # Binary for sure: bytes no text holds, then the fuzzer's.
+        data = {"binary_file": b"\x00\x01\x02\xff\xfe" * 40 + payload, "text_file": b"just some notes\nabout it\n",
+                "safetensors_file": b"\x08\x00\x00\x00\x00\x00\x00\x00{}      " + payload}[kind]
+        path.write_bytes(data)
+        return path
+    path.mkdir()
+    if kind == "stray_files_folder":
+        for name in strays:
+            (path / name).write_bytes(payload)
+    elif kind == "report_folder":
+        (path / "report.md").write_text("# Report\n")
+        (path / "plots").mkdir()
+    elif kind == "checkpoints_folder":
+        (path / "step-00000005").mkdir()
+        (path / "step-00000005" / "state.json").write_text("{}")
+    elif kind == "unfinished_run_folder":
+        (path / "metrics.jsonl").write_text('{"step": 1}\n')
+    return path
+
+
+@settings(FUZZ, max_examples=DEEP or 12)
+@given(kind=st.sampled_from(PATH_KINDS), role=st.sampled_from(["model", "corpus", "output_dir", "recipe"]),
+       recipe=st.sampled_from(CHEAP_RECIPES), payload=st.binary(min_size=1, max_size=64),
+       strays=st.lists(st.sampled_from(STRAY_FILES), min_size=1, max_size=3, unique=True))
+def test_fuzzed_paths_that_are_not_what_the_option_wants(kind, role, recipe, payload, strays):
+    with tempfile.TemporaryDirectory() as tmp, working_directory(tmp):
+        workdir = Path(tmp)
+        path = make_path(workdir, kind, recipe, payload, strays)
+        corpus = write_corpus(workdir, name="the-corpus.txt")
+        inputs = {corpus: snapshot(corpus)} | ({path: snapshot(path)} if role != "output_dir" else {})
+        if role == "model":
+            sentences = workdir / "in.txt"
+            sentences.write_text("a sentence\n")
+            out = workdir / "out.npy"
+            outcome = run_cli(["encode", str(path), "--in", str(sentences), "--out", str(out), "--device", "cpu"])
+            check_contract(outcome, "encode", inputs, [out])
+            assert outcome.code == 2 and MODEL_WORDS[kind] in outcome.err, outcome.err
+            assert "a model directory holds config.json" in outcome.err
+            return
+        if role == "corpus":
+            outcome, out_dir = train(workdir, path, [])
+            check_contract(outcome, "train", inputs, [out_dir])
+            if kind != "text_file":  # two lines of text: a corpus, if a small one
+                expected = "not text" if kind.endswith("_file") else "is a directory, not a corpus file"
+                assert outcome.code == 2 and expected in outcome.err, outcome.err
+            return
+        if role == "output_dir":
+            argv = ["train", "--corpus", str(corpus), "--output-dir", path.name, "--max-steps", "1"]
+            outcome = run_cli(argv + [item for key, value in PINNED.items() for item in ("--set", f"{key}={value}")])
+            check_contract(outcome, "train", inputs, [])
+            if kind.endswith("_file"):
+                assert outcome.code == 2 and "is an existing file, not a folder" in outcome.err, outcome.err
+            elif kind != "checkpoints_folder":  # whose made-up checkpoint may be refused, in one line
+                assert outcome.code == 0, outcome.err
+            return
+        # role == "recipe": the path's own name, from the folder that holds it
+        outcome, out_dir = train(workdir, corpus, ["--recipe", path.name])
+        check_contract(outcome, "train", inputs, [out_dir])
+        if kind == "recipe_named_folder":
+            assert outcome.code == 0, outcome.err  # the shipped recipe, not the folder
+        elif not kind.endswith("_file"):
+            assert outcome.code == 2 and f"unknown recipe {path.name!r}" in outcome.err, outcome.err

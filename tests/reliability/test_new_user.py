@@ -104,3 +104,123 @@ def test_max_sentences_null_means_every_sentence_of_the_builtin_corpus():
     assert len(sampled) == BUILTIN_CAP and "--set data.max_sentences=null for all" in stats.sample_note()
     with pytest.raises(ConfigError, match="data.max_sentences: must be >= 2, null"):
         load_config("simcse", ["data.max_sentences=some"])
+
+
+# --- 3: a model name the Hub cannot serve fails at once -------------------------------------------
+
+@pytest.fixture
+def hub_not_offline(monkeypatch):
+    """The environment does not say offline (tests run with HF_HUB_OFFLINE=1); transformers must not be
+    reached: a name that cannot be served is refused before it."""
+    from huggingface_hub import constants
+    from transformers import AutoTokenizer
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+
+    def asked(*args, **kwargs):
+        raise AssertionError("transformers was asked for a model the Hub cannot serve")
+
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", asked)
+
+
+def test_an_unreachable_hub_is_said_at_once(hub_not_offline, monkeypatch, tmp_path, caplog):
+    import socket
+    import time
+
+    import cselab.model.source as source
+
+    timeouts = []
+
+    def unreachable(address, timeout=None, **kwargs):  # stands in for a machine without network
+        timeouts.append(timeout)
+        raise socket.gaierror(-3, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(source.socket, "create_connection", unreachable)
+    sentences = tmp_path / "in.txt"
+    sentences.write_text("a sentence\n")
+    started = time.monotonic()
+    code, out, err = cli(["encode", "no-such-org/no-such-model", "--in", str(sentences), "--out",
+                          str(tmp_path / "e.npy")])
+    assert time.monotonic() - started < 5
+    assert code == 2 and err.count("\n") == 1 and "WARNING" not in err + caplog.text, err
+    assert "the Hub is unreachable (no connection to huggingface.co" in err and "Temporary failure" in err
+    assert "huggingface-cli download no-such-org/no-such-model" in err
+    assert timeouts and all(t <= 3 for t in timeouts)  # a short connect, not huggingface_hub's retries
+
+
+def test_hf_hub_offline_is_said_without_trying(monkeypatch, tmp_path):
+    import cselab.model.source as source
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(source.socket, "create_connection", lambda *a, **k: pytest.fail("connected although offline"))
+    code, out, err = cli(["train", "--set", "model.name_or_path=bert-base-uncased-not-cached", "--max-steps", "1",
+                          "--output-dir", str(tmp_path / "run"), "--corpus", "builtin:wordnet-glosses"])
+    assert code == 2 and "the Hub is unreachable (HF_HUB_OFFLINE is set)" in err, err
+    assert not (tmp_path / "run").exists()
+
+
+# --- 4: what the path is, and what a model directory / corpus must hold ----------------------------
+
+@pytest.mark.parametrize("kind", ["binary_file", "text_file", "safetensors_file", "stray_files_folder", "empty_folder",
+                                  "report_folder", "checkpoints_folder", "unfinished_run_folder"])
+def test_a_path_that_is_no_model_is_named_for_what_it_is(tmp_path, kind):
+    from tests.reliability.test_fuzz_cli import MODEL_WORDS, make_path
+
+    path = make_path(tmp_path, kind, "simcse", b"\x00\x01", ["weights.bin", "notes.txt"])
+    sentences = tmp_path / "in.txt"
+    sentences.write_text("a sentence\n")
+    code, out, err = cli(["encode", str(path), "--in", str(sentences), "--out", str(tmp_path / "e.npy")])
+    assert code == 2 and err.count("\n") == 1 and MODEL_WORDS[kind] in err, err
+    assert "a model directory holds config.json" in err and "pickled" not in err
+
+
+def test_a_checkpoints_folder_points_at_the_trained_model(tmp_path):
+    from cselab.errors import ModelLoadError
+    from cselab.model.source import check_model_source
+
+    (tmp_path / "run" / "checkpoints" / "step-00000002").mkdir(parents=True)
+    (tmp_path / "run" / "config.json").write_text("{}")
+    with pytest.raises(ModelLoadError, match="a run's checkpoints folder; its trained model is the run's output"):
+        check_model_source("run/checkpoints", str(tmp_path / "run" / "checkpoints"))
+
+
+@pytest.mark.parametrize(("data", "expected"), [
+    (b"\x1f\x8b\x08\x00" + bytes(range(256)) * 4, "gzip data (name it .gz)"),
+    (b"PK\x03\x04\x14\x00" + bytes(range(256)) * 4, "a zip archive"),
+    (bytes(range(256)) * 8, "binary data, not text")])
+def test_a_binary_corpus_is_called_binary_not_latin1(tmp_path, data, expected):
+    from cselab.data.corpus import CorpusError
+    from cselab.data.indexed import read_corpus
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(data)
+    with pytest.raises(CorpusError, match="a corpus is UTF-8 text, one sentence a line") as error:
+        read_corpus(str(corpus))
+    assert expected in str(error.value) and "iconv" not in str(error.value)
+
+
+def test_an_existing_file_as_output_dir_says_what_it_is(tmp_path, small_corpus):
+    taken = tmp_path / "notes.txt"
+    taken.write_text("mine\n")
+    code, out, err = cli(["train", "--corpus", str(small_corpus), "--output-dir", str(taken), "--max-steps", "1",
+                          *tiny_sets()])
+    assert code == 2 and f"train.output_dir: {taken} is an existing file, not a folder" in err, err
+    assert taken.read_text() == "mine\n"
+
+
+# --- 6: cselab encode's --out and --in ----------------------------------------------------------------
+
+def test_encode_refuses_a_folder_as_out_and_an_empty_input(tmp_path):
+    folder = tmp_path / "embeddings"
+    folder.mkdir()
+    sentences = tmp_path / "in.txt"
+    sentences.write_text("a sentence\n")
+    code, out, err = cli(["encode", "minilm", "--in", str(sentences), "--out", str(folder)])
+    assert code == 2 and "is a folder; give the .npy file to write" in err, err
+    assert not (tmp_path / "embeddings.npy").exists()
+    sentences.write_text("")
+    code, out, err = cli(["encode", "minilm", "--in", str(sentences), "--out", str(tmp_path / "e.npy")])
+    assert code == 2 and "empty file, nothing to encode" in err, err
+    assert not (tmp_path / "e.npy").exists()

@@ -41,6 +41,7 @@ class CorpusStats:
     kept: int = 0
     skipped: Counter = field(default_factory=Counter)
     cleaned: Counter = field(default_factory=Counter)
+    column: str | None = None  # the column a table (.csv/.tsv/.jsonl) was read from
 
     def summary(self) -> str:
         parts = [f"{counted(self.kept, 'sentence')} from {self.source}"]
@@ -58,8 +59,15 @@ class CorpusStats:
         return (f"corpus: training on a seeded sample of {self.kept} of {self.kept + left_out} sentences of "
                 f"{self.source} (data.max_sentences; --set data.max_sentences=null for all)")
 
+    def notes(self) -> list[str]:
+        """Lines printed before training: the table column read, and any sample taken."""
+        read = (f"corpus: training on the {self.column!r} column of {self.source} (--set data.column=NAME for "
+                f"another)" if self.column is not None else None)
+        return [note for note in (read, self.sample_note()) if note]
+
     def to_dict(self) -> dict:
-        return {"source": self.source, "kept": self.kept, "skipped": dict(self.skipped), "cleaned": dict(self.cleaned)}
+        return {"source": self.source, "kept": self.kept, "skipped": dict(self.skipped), "cleaned": dict(self.cleaned),
+                "column": self.column}
 
 
 # C0/C1 control characters other than whitespace (which str.split folds anyway).
@@ -133,9 +141,37 @@ def _looks_like_wide_text(head: bytes) -> bool:
     return shares[1] >= 0.9 and shares[0] <= 0.5
 
 
+# Signatures of files people pass by mistake (an archive, a model's weights, a document).
+MAGIC = {b"\x1f\x8b": "gzip data (name it .gz)", b"PK\x03\x04": "a zip archive", b"%PDF": "a PDF document",
+         b"\x89PNG": "a PNG image", b"\x80\x02": "a pickle", b"\x93NUMPY": "a numpy array", b"BZh": "bzip2 data",
+         b"\xfd7zXZ": "xz data", b"\x28\xb5\x2f\xfd": "zstd data", b"SQLite format 3": "an SQLite database"}
+# Bytes that no text holds (C0 controls but tab, line breaks, form feed and escape): random or compressed
+# bytes have about 11 % of them; Latin-1 or cp1252 text almost none.
+_BINARY_BYTES = bytes([*range(0, 9), *range(14, 27), *range(28, 32)])
+
+
+def _binary_kind(head: bytes) -> str | None:
+    """What a file starting with ``head`` is when it is binary rather than text in some encoding; None for
+    text (UTF-8 with stray NULs included, which the cleaner removes and counts)."""
+    if len(head) > 9 and head[4:8] == b"\0\0\0\0" and head[8:9] == b"{" and int.from_bytes(head[:4], "little"):
+        return "safetensors weights"  # an 8-byte header length, then the JSON header: valid UTF-8, but no text
+    try:
+        head.decode("utf-8")
+        return None
+    except UnicodeDecodeError as exc:
+        if exc.start >= len(head) - 4:
+            return None  # a character cut at the sample's end
+    for magic, kind in MAGIC.items():
+        if head.startswith(magic):
+            return kind
+    controls = sum(head.count(byte) for byte in _BINARY_BYTES)
+    return "binary data" if controls > 0.05 * len(head) else None
+
+
 def sniff_encoding(head: bytes, path: Path) -> str:
     """'utf-16' (its BOM gives the byte order) or 'utf-8' for a file starting with ``head``; UTF-32
-    and BOM-less UTF-16/32 are a CorpusError (they would pass as UTF-8 with NULs removed)."""
+    and BOM-less UTF-16/32 are a CorpusError (they would pass as UTF-8 with NULs removed), and so
+    is a binary file (an archive, weights: no encoding would help)."""
     if head.startswith(UTF32_BOMS):
         raise CorpusError(f"{path}:1: UTF-32 text (its byte-order mark); {_convert_hint('utf-32')}")
     if head.startswith(UTF16_BOMS):
@@ -143,6 +179,10 @@ def sniff_encoding(head: bytes, path: Path) -> str:
     if _looks_like_wide_text(head):
         raise CorpusError(f"{path}:1: looks like UTF-16 or UTF-32 without a byte-order mark (NUL bytes between "
                           f"the letters); {_convert_hint('utf-16le')}")
+    kind = _binary_kind(head)
+    if kind:
+        raise CorpusError(f"{path}: {kind}, not text; a corpus is UTF-8 text, one sentence a line (.txt, .txt.gz), "
+                          f"or a .csv/.tsv/.jsonl table with a text column")
     return "utf-8"
 
 
@@ -220,7 +260,7 @@ def _table_rows(path: Path, column: str | None, stats: CorpusStats) -> Iterator[
     """The text column of each record; None for a record skipped (and counted) here."""
     name = path.name.removesuffix(".gz")
     if name.endswith(".jsonl"):
-        key = column or "text"
+        key = stats.column = column or "text"
         for number, line in enumerate(_lines(path), start=1):
             if not line.strip():
                 yield ""
@@ -256,6 +296,7 @@ def _table_rows(path: Path, column: str | None, stats: CorpusStats) -> Iterator[
     if key is None or key not in fields:
         raise CorpusError(f"{path}:1: column {column or 'text'!r} not in header {fields} (set data.column)")
     index = fields.index(key)
+    stats.column = key
     while True:
         try:
             row = next(reader)

@@ -57,6 +57,7 @@ def _add_saved_counts(stats: CorpusStats, stats_file: Path) -> None:
     stats.kept += saved["kept"]
     stats.skipped.update(saved["skipped"])
     stats.cleaned.update(saved["cleaned"])
+    stats.column = saved.get("column")
 
 
 def spool(spec: str, column: str | None) -> tuple[Path, CorpusStats]:

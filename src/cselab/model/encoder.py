@@ -24,6 +24,7 @@ from cselab.errors import ModelLoadError, UnsafeModelError
 from cselab.hardware import autocast, choose_precision
 from cselab.model.masks import use_sync_free_masks
 from cselab.model.poolers import NEEDS_HIDDEN_STATES, POOLERS
+from cselab.model.source import check_model_source
 
 log = logging.getLogger(__name__)
 
@@ -198,6 +199,7 @@ class SentenceEncoder(nn.Module):
                         mlp_only_train: bool | None = None, max_seq_len: int | None = None,
                         trust_remote_code: bool = False) -> SentenceEncoder:
         resolved = resolve_model_path(name_or_path)
+        check_model_source(name_or_path, resolved)  # what is no model, or cannot be served, says so at once
         path = Path(resolved)
         refuse_pickled_weights(path)
         saved = _saved_settings(path)

@@ -45,7 +45,7 @@ def train(config: Config, resume: bool = True, progress: bool = True, base_dev: 
     process = Process.start(config)
     with open_run(process, config, resume) as latest:
         parts = build_parts(config, process.device, process.processes, process.rank)
-        for note in [parts.corpus_stats.sample_note(), *parts.notes]:
+        for note in [*parts.corpus_stats.notes(), *parts.notes]:
             if note:
                 process.say(note)
         process.seed_per_rank(config.train.seed)

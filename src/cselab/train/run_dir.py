@@ -95,6 +95,7 @@ def _first_missing(path: Path) -> Path | None:
 def output_lock(out_dir: Path) -> Iterator[None]:
     """``OUT_DIR/.cselab-train.lock`` (pid, host, start time) while the block runs: a second run on
     the same directory is refused, naming the holder; a lock whose process has died is taken over."""
+    _refuse_file_in_path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / LOCK
     mine = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
@@ -115,6 +116,17 @@ def output_lock(out_dir: Path) -> Iterator[None]:
     finally:
         if _lock_holder(path) == mine:
             path.unlink(missing_ok=True)
+
+
+def _refuse_file_in_path(out_dir: Path) -> None:
+    """An existing file where the output folder (or a folder above it) would be: say so, and what goes there."""
+    for candidate in (out_dir, *out_dir.parents):
+        if candidate.exists():
+            if not candidate.is_dir():
+                raise ConfigError(f"train.output_dir: {candidate} is an existing file, not a folder; the output "
+                                  f"directory is a folder for the model, metrics.jsonl, summary.json and checkpoints "
+                                  f"(pass a new folder, or a run's to resume it)")
+            return
 
 
 def _lock_holder(path: Path) -> dict | None:

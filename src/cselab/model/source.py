@@ -1,0 +1,128 @@
+"""Where a model comes from, checked before transformers is asked: a local model directory, the
+Hugging Face cache, or the Hub. What is not a model gets one line saying what the path *is* (a file,
+an empty folder, a run's checkpoints, a report) and what a model directory holds; a Hub name that
+cannot be served fails at once where the Hub is unreachable (transformers would retry for about a
+minute, then print a warning before its error)."""
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from urllib.parse import urlparse
+
+from cselab.errors import ModelLoadError
+
+NEEDS = ("a model directory holds config.json, the tokenizer's files and model.safetensors (what `cselab train` "
+         "or save_pretrained writes)")
+CONNECT_SECONDS = 2.5  # long enough for a slow link, short enough that an offline machine answers at once
+
+
+def check_model_source(name_or_path: str, resolved: str) -> None:
+    """Return when ``resolved`` can be given to transformers; else a ModelLoadError naming what it is."""
+    path = Path(resolved).expanduser()
+    try:
+        exists = path.exists()
+    except (OSError, ValueError):  # a name the system cannot look up: certainly no directory
+        exists = False
+    if exists:
+        what = describe_non_model(path)
+        if what:
+            raise ModelLoadError(f"{name_or_path}: cannot load a model: {what}; {NEEDS}")
+        return
+    if not is_repo_id(resolved):
+        raise ModelLoadError(f"{name_or_path}: cannot load a model: no such directory, and not a Hugging Face "
+                             f"model name; pass a model directory or 'minilm' (the offline base)")
+    if in_hub_cache(resolved):
+        return
+    why = "HF_HUB_OFFLINE is set" if hub_offline() else unreachable_reason()
+    if why:
+        raise ModelLoadError(f"{name_or_path}: cannot load a model: no directory of that name, not in the Hugging "
+                             f"Face cache, and the Hub is unreachable ({why}); pass a model directory or 'minilm' "
+                             f"(the offline base), or get it where there is network: huggingface-cli download "
+                             f"{resolved}")
+
+
+def describe_non_model(path: Path) -> str | None:
+    """What ``path`` is when it is no model directory (None when it has a config.json)."""
+    if path.is_file():
+        return f"it is a file ({_file_kind(path)}), not a model directory"
+    if not path.is_dir():
+        return "it is neither a file nor a directory"
+    if (path / "config.json").is_file():
+        return None
+    try:
+        entries = sorted(p.name for p in path.iterdir())
+    except OSError as exc:
+        return f"a folder that cannot be listed ({exc.strerror or exc})"
+    if not entries:
+        return "an empty folder"
+    if any(name.startswith("step-") for name in entries) and (path.parent / "config.json").is_file():
+        return f"a run's checkpoints folder; its trained model is the run's output directory, {path.parent}"
+    if any(name.startswith("step-") for name in entries):
+        return "a run's checkpoints folder, and the run has no final model yet (run its train command again to finish)"
+    if "report.md" in entries or "report.html" in entries:
+        return "a `cselab report` folder (tables and plots), not a model"
+    if "metrics.jsonl" in entries or "train_config.json" in entries:
+        return "a training run's folder with no final model yet (run its train command again to finish)"
+    shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
+    return f"a folder holding {shown}, but no config.json"
+
+
+def _file_kind(path: Path) -> str:
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(4096)
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+    if path.suffix == ".safetensors":
+        return "safetensors weights; pass the folder that holds them with their config.json"
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 4:  # not merely a character cut at the end of the sample
+            return f"binary, {path.stat().st_size} bytes"
+    return "text"
+
+
+def is_repo_id(name: str) -> bool:
+    """Spelled as a Hub model id (``name`` or ``org/name``); a local-looking path is not one."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
+
+
+def in_hub_cache(name: str) -> bool:
+    """The model's config and safetensors weights are in the Hugging Face cache (no network needed)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        cached = [try_to_load_from_cache(name, file) for file in ("config.json", "model.safetensors")]
+    except Exception:  # noqa: BLE001 - a name the Hub would refuse is simply not cached
+        return False
+    return all(isinstance(found, str) for found in cached)
+
+
+def hub_offline() -> bool:
+    """Offline by the environment (HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE), as huggingface_hub reads it."""
+    from huggingface_hub import constants
+
+    flags = (os.environ.get("HF_HUB_OFFLINE"), os.environ.get("TRANSFORMERS_OFFLINE"))
+    return constants.HF_HUB_OFFLINE or any(str(f).upper() in {"1", "ON", "YES", "TRUE"} for f in flags if f)
+
+
+def unreachable_reason() -> str | None:
+    """None when a TCP connection to the Hub's endpoint opens within CONNECT_SECONDS; else why not.
+    One bare connect, not an HTTP request: huggingface_hub's own client retries for about a minute."""
+    from huggingface_hub import constants
+
+    endpoint = urlparse(constants.ENDPOINT)
+    host, port = endpoint.hostname or "", endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_SECONDS).close()
+    except OSError as exc:  # no DNS, refused, timed out: all mean "not now"
+        return f"no connection to {host} within {CONNECT_SECONDS:g} s: {exc.strerror or type(exc).__name__}"
+    return None
