@@ -92,3 +92,15 @@ def test_a_bad_repository_id_is_one_line(online, saved, capsys, repo_id, fragmen
 def test_a_directory_that_is_no_model_is_one_line(online, tmp_path, capsys):
     assert main(["push", str(tmp_path), "someone/x"]) == 2
     assert "not a saved model (no modules.json)" in capsys.readouterr().err
+
+
+def test_every_cselab_command_in_the_sentence_transformers_doc_parses():
+    import shlex
+
+    from cselab.cli import build_parser
+    from tests.evaluate.doc_commands import DOCS, doc_commands
+
+    commands = doc_commands(DOCS / "sentence-transformers.md")
+    assert any(c.startswith("cselab push") for c in commands) and any("--update-card" in c for c in commands)
+    for command in commands:
+        assert callable(build_parser().parse_args(shlex.split(command)[1:]).func), command
