@@ -127,3 +127,21 @@ def test_unknown_or_missing_logger_is_a_one_line_config_error(monkeypatch):
         load_config("simcse", ["train.report_to=[wandb]"])
     assert str(error.value) == ("train.report_to[0]: wandb needs the wandb package; install it with "
                                 "`pip install wandb`")
+
+
+def test_a_tracker_that_cannot_start_stops_the_run_in_one_line(tmp_path, tiny_corpus, monkeypatch):
+    from cselab.errors import TrainingError
+
+    tracker = FakeTracker(tmp_path / "run" / "metrics.jsonl")
+
+    def refuse(**kwargs):
+        raise PermissionError("api key not configured")
+
+    tracker.init = refuse
+    _stand_in(monkeypatch, "wandb", tracker)
+    with pytest.raises(TrainingError) as error:
+        train(_config(tmp_path, tiny_corpus, "[tensorboard, wandb]"), progress=False)
+    assert str(error.value) == ("train.report_to: wandb could not start (PermissionError: api key not configured); "
+                                "remove it from train.report_to to train without it")
+    metrics = tmp_path / "run" / "metrics.jsonl"
+    assert not metrics.exists() or not metrics.read_text()  # stopped before any step

@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 
 from cselab.config import Config
+from cselab.errors import TrainingError
 
 TENSORBOARD_DIR = "tensorboard"  # <output_dir>/tensorboard: tensorboard --logdir <output_dir>
 WANDB_RUN_ID = "wandb-run-id"  # the wandb run a resumed training continues
@@ -103,15 +104,26 @@ class TrackioLog:
 REPORTERS = {"tensorboard": TensorBoardLog, "wandb": WandbLog, "trackio": TrackioLog}
 
 
+class LiveLogError(TrainingError):
+    """A ``train.report_to`` tracker that could not start (the message names it and says why)."""
+
+
 class LiveLogs:
     """The run's ``train.report_to`` loggers: opened when the metrics log opens, fed each record."""
 
     def __init__(self, config: Config, out_dir: Path, start_step: int):
-        self.loggers = [REPORTERS[name](config, out_dir, start_step) for name in config.train.report_to]
+        self.names = list(config.train.report_to)
+        self.loggers = [REPORTERS[name](config, out_dir, start_step) for name in self.names]
 
     def open(self) -> None:
-        for logger in self.loggers:
-            logger.open()
+        for i, (name, logger) in enumerate(zip(self.names, self.loggers, strict=True)):
+            try:
+                logger.open()
+            except Exception as exc:  # any library's own failure (login, disk, version) becomes one line
+                for opened in self.loggers[:i]:
+                    opened.close()
+                raise LiveLogError(f"train.report_to: {name} could not start ({type(exc).__name__}: {exc}); "
+                                   f"remove it from train.report_to to train without it") from None
 
     def log(self, record: dict) -> None:
         if self.loggers:
