@@ -224,3 +224,25 @@ def test_encode_refuses_a_folder_as_out_and_an_empty_input(tmp_path):
     code, out, err = cli(["encode", "minilm", "--in", str(sentences), "--out", str(tmp_path / "e.npy")])
     assert code == 2 and "empty file, nothing to encode" in err, err
     assert not (tmp_path / "e.npy").exists()
+
+
+# --- 9: the summary's losses, the column a table is read from -----------------------------------------
+
+def test_the_summary_losses_are_the_first_and_last_logged_windows(tmp_path, small_corpus):
+    out_dir = tmp_path / "run"
+    code, out, err = cli(["train", "--corpus", str(small_corpus), "--output-dir", str(out_dir), "--max-steps", "6",
+                          *tiny_sets(**{"train.log_steps": "3"})])
+    assert code == 0, err
+    records = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
+    summary = json.loads((out_dir / "summary.json").read_text())
+    assert [r["step"] for r in records] == [3, 6]
+    assert summary["first_loss"] == records[0]["loss"] and summary["final_loss"] == records[-1]["loss"]
+
+
+def test_a_table_corpus_says_which_column_it_trains_on(tmp_path):
+    corpus = tmp_path / "pairs.csv"
+    corpus.write_text("id,text,label\n" + "".join(f"{i},sentence number {i} here,0\n" for i in range(40)))
+    code, out, err = cli(["train", "--corpus", str(corpus), "--output-dir", str(tmp_path / "run"), "--max-steps", "1",
+                          *tiny_sets()])
+    assert code == 0, err
+    assert f"corpus: training on the 'text' column of {corpus} (--set data.column=NAME for another)" in out

@@ -49,8 +49,6 @@ class MetricsLog:
     def _reset(self) -> None:
         self.sums: dict[str, torch.Tensor] = {}
         self.steps = 0
-        self.first: torch.Tensor | None = None  # the run's first loss, until it is read back
-        self.last: torch.Tensor | None = None  # the window's last loss
         self.bad: torch.Tensor | None = None  # [first non-finite step, 1 = loss / 2 = gradient norm]
         self.started = time.perf_counter()
 
@@ -67,9 +65,6 @@ class MetricsLog:
             self.bad = torch.where(kind > 0, marked, torch.zeros_like(marked))
         else:
             self.bad = torch.where((self.bad[0] == 0) & (kind > 0), marked, self.bad)
-        if self.state.first_loss is None and self.first is None:
-            self.first = result.loss
-        self.last = result.loss
         self.throughput.add(batch.real_tokens, batch.padded_tokens)
         self.steps += 1
         if self.bar is not None:
@@ -82,20 +77,19 @@ class MetricsLog:
         """Read the window back (one transfer), check it was finite, and return its record."""
         record: dict = {"step": self.state.step, "lr": lr}
         names = list(self.sums)
-        first = self.first if self.first is not None else self.last
-        values = torch.cat([torch.stack([*(self.sums[n] for n in names), first.float(), self.last.float()]),
-                            self.bad.float()]).tolist()
-        *sums, first_loss, last_loss, bad_step, bad_kind = values
+        values = torch.cat([torch.stack([self.sums[n] for n in names]), self.bad.float()]).tolist()
+        *sums, bad_step, bad_kind = values
         if bad_step:
             what = "loss" if bad_kind == 1 else "gradient norm"
             raise TrainingError(f"step {int(bad_step)}: {what} is not finite (found at step {self.state.step}, the end "
                                 f"of its log window); no checkpoint or best model was written after it ({advice})")
-        if self.first is not None:
-            self.state.first_loss = first_loss
-        self.state.last_loss = last_loss
         seconds = time.perf_counter() - self.started
         self.state.train_seconds += seconds
         record.update({n: v / self.steps for n, v in zip(names, sums, strict=True)})
+        # The summary's first and final loss are the first and last logged windows: metrics.jsonl's lines.
+        if self.state.first_loss is None:
+            self.state.first_loss = record["loss"]
+        self.state.last_loss = record["loss"]
         record["window_steps"], record["window_seconds"] = self.steps, round(seconds, 4)
         record.update(self.throughput.record(seconds))
         self._reset()
