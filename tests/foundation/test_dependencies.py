@@ -24,7 +24,7 @@ BOUNDS = {
     "huggingface_hub": ("0.20", "get_token (cselab push); HfApi.create_repo, upload_folder, validate_repo_id"),
     "transformers": ("4.40", "AutoModel.from_pretrained(use_safetensors=..., output_loading_info=True); "
                              "masking_utils and the attention interface only where set_attn_implementation exists"),
-    "accelerate": ("0.30", "Accelerator(cpu=...), accelerate.utils.set_seed"),
+    "accelerate": ("0.30", "the `accelerate launch` launcher (docs/scaling.md); Accelerator, utils.set_seed"),
 }
 
 

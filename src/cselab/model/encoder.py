@@ -414,7 +414,8 @@ class SentenceEncoder(nn.Module):
         for i, (kind, module) in enumerate(st_modules, start=1):
             sub = f"{i}_{kind}"
             (path / sub).mkdir(exist_ok=True)
-            module.save(str(path / sub), safe_serialization=True)
+            # Pooling has no weights (its save takes no safe_serialization before sentence-transformers 5.0).
+            module.save(str(path / sub), **({} if kind == "Pooling" else {"safe_serialization": True}))
             modules.append({"idx": i, "name": str(i), "path": sub, "type": f"sentence_transformers.models.{kind}"})
         (path / "modules.json").write_text(json.dumps(modules, indent=2))
         # Inference reads the model's full length: the training length would cut every longer sentence.
