@@ -232,3 +232,30 @@ def test_augmented_columns_from_cselab_augment(tmp_path, tiny_corpus):
     (tmp_path / "aug.jsonl.settings.json").unlink()
     with pytest.raises(ColumnsError, match=r"aug\.jsonl\.settings\.json: the augmenters of aug\.jsonl cannot be read"):
         augmented_columns(out)
+
+
+@pytest.mark.slow
+def test_the_docs_examples_run(model_dir, tmp_path, tiny_corpus, monkeypatch):
+    """docs/sentence-transformers.md's section, run as written on a tiny model and corpus (2 steps a trainer)."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    from cselab.cli import main
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "sentence-transformers.md").read_text()
+    section = text.split("## cselab's objectives as sentence-transformers losses")[1].split("\n## ")[0]
+    monkeypatch.chdir(tmp_path)
+    for block in re.findall(r"```bash\n(.*?)```", section, re.S):
+        for line in block.splitlines():
+            argv = [str(tiny_corpus) if a == "wiki1m.txt" else a for a in shlex.split(line, comments=True)]
+            assert argv[0] == "cselab" and main(argv[1:]) == 0
+    code = "\n".join(re.findall(r"```python\n(.*?)```", section, re.S))
+    for doc, test in {'"bert-base-uncased"': repr(str(model_dir)), '"wiki1m.txt"': repr(str(tiny_corpus)),
+                      "num_train_epochs=1": "max_steps=2, report_to=[], use_cpu=True"}.items():
+        assert doc in code
+        code = code.replace(doc, test)
+    namespace: dict = {}
+    exec(compile(code + "\ntrainer.train()\n", "docs/sentence-transformers.md", "exec"), namespace)
+    assert namespace["trainer"].state.global_step == 2 and isinstance(namespace["trainer"].loss,
+                                                                       namespace["AugCSELoss"])
