@@ -13,25 +13,34 @@ all-zero rows left out (the embedding rows of tokens the run has not seen), loss
 ``keep`` checkpoints are kept (``train.keep_checkpoints``, default 1).
 It is written under a temporary name, every file is fsynced, a manifest of SHA-256 digests is
 written last, and only then is the directory renamed into place, so a process killed at any
-moment leaves either a complete checkpoint or an ignored ``.step-*.tmp`` directory. On resume a
+moment leaves either a complete checkpoint or an ignored ``.step-*.tmp`` directory.
+
+Off the critical path: the loop only takes a :class:`Snapshot` (every tensor copied to the host);
+a :class:`CheckpointWriter` thread writes it (digests computed on the bytes as they are written,
+not by reading the files back) while training goes on, and the next save waits only while it is
+still writing. On resume a
 checkpoint that fails its manifest (truncated, bit-flipped, missing files) is moved aside to
 ``corrupt-step-*`` with a warning and the previous one is used. Nothing is ever unpickled.
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
 import os
 import random
 import shutil
+import struct
+import threading
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, load_model, save_file
+from safetensors.torch import load_file, load_model
 
 from cselab.config import Config
 from cselab.errors import CselabError, counted
@@ -43,7 +52,9 @@ LEGACY_FILES = ("model.safetensors", "optimizer.safetensors", "rng.safetensors",
 
 # Keys that may differ between the checkpoint's run and the resuming one: where files go, how
 # often they are written, and how data is loaded (views are seeded by (seed, step), not by worker).
-RESUME_SAFE_KEYS = frozenset({"train.output_dir", "train.save_steps", "train.log_steps", "train.num_workers",
+RESUME_SAFE_KEYS = frozenset({"train.output_dir", "train.save_steps", "train.save_minutes",
+                              "train.async_checkpoint", "train.log_steps", "train.num_workers",
+                              "train.dist_timeout_minutes",
                               "train.compile", "model.unpad", "data.dev_dir", "model.trust_remote_code",
                               "train.keep_checkpoints", "data.cache_token_ids", "train.report_to",
                               "recipe"})  # the name: the settings themselves are compared
@@ -163,44 +174,212 @@ def save_checkpoint(directory: Path, step: int, model: torch.nn.Module, optimize
                     trainer_state: dict[str, Any], config: dict | None = None,
                     rank_rng: list[tuple[dict[str, torch.Tensor], dict]] | None = None, *,
                     backbone: torch.nn.Module, keep: int = 1, saved_backbone: Path | None = None) -> Path:
-    """Write ``directory/step-N`` atomically and keep the newest ``keep`` checkpoints.
+    """Write ``directory/step-N`` atomically and keep the newest ``keep`` checkpoints (here and now:
+    :func:`snapshot` then :func:`write_snapshot`; the training loop hands snapshots to a
+    :class:`CheckpointWriter` instead). The arguments are :func:`snapshot`'s."""
+    return write_snapshot(snapshot(directory, step, model, optimizer, scheduler, trainer_state, config, rank_rng,
+                                   backbone=backbone, keep=keep, saved_backbone=saved_backbone))
+
+
+@dataclass
+class Snapshot:
+    """A checkpoint's contents copied to the host: training may change every live tensor once it exists."""
+
+    directory: Path
+    step: int
+    keep: int
+    tensors: dict[str, dict[str, torch.Tensor]]  # safetensors file name -> its tensors (host copies)
+    optimizer: dict  # the optimiser's state dict, its tensors host copies (flattened by the writer)
+    state: dict  # state.json without the optimiser's part
+
+    @property
+    def tmp(self) -> Path:
+        return self.directory / f".step-{self.step:08d}.tmp"
+
+    @property
+    def final(self) -> Path:
+        return self.directory / f"step-{self.step:08d}"
+
+
+def snapshot(directory: Path, step: int, model: torch.nn.Module, optimizer, scheduler,
+             trainer_state: dict[str, Any], config: dict | None = None,
+             rank_rng: list[tuple[dict[str, torch.Tensor], dict]] | None = None, *,
+             backbone: torch.nn.Module, keep: int = 1, saved_backbone: Path | None = None) -> Snapshot:
+    """What the loop must do itself before it goes on: copy every tensor to the host and link the
+    final model's file into the temporary directory (now: a best model saved later replaces that
+    file, and the link keeps this one's bytes). The rest is :func:`write_snapshot`'s.
 
     ``model``: every trainable module, ``backbone`` among them. ``saved_backbone``: a file already
     holding the backbone's current weights (the final model saved at this step), linked, not copied.
     ``rank_rng``: every process's RNG state (:func:`rng_state`), rank order, in a multi-process run
     (each process draws its own dropout masks); None = this process's."""
+    snap = Snapshot(directory, step, keep, {}, {}, {})
     directory.mkdir(parents=True, exist_ok=True)
-    final = directory / f"step-{step:08d}"
-    tmp = directory / f".step-{step:08d}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    aliases = _save_weights(tmp, model, backbone, saved_backbone)
-    opt_tensors, opt_meta = _flatten_optimizer(optimizer.state_dict())
-    save_file({k: v.cpu() for k, v in opt_tensors.items()}, str(tmp / "optimizer.safetensors"))
+    shutil.rmtree(snap.tmp, ignore_errors=True)
+    snap.tmp.mkdir()
+    own, heads, aliases = _split_state(model, backbone)
+    target = snap.tmp / "encoder.safetensors"
+    linked = saved_backbone is not None and _same_layout(saved_backbone, own) and _link(saved_backbone, target)
     ranks = rank_rng or [rng_state()]
     # Rank 0's tensors keep their plain names (the single-process layout); rank r's are "rankR.NAME".
     rng_tensors = {(name if r == 0 else f"rank{r}.{name}"): tensor
                    for r, (tensors, _) in enumerate(ranks) for name, tensor in tensors.items()}
-    save_file(rng_tensors, str(tmp / "rng.safetensors"))
-    state = {"step": step, "optimizer": opt_meta, "scheduler": scheduler.state_dict(), "rng": ranks[0][1],
-             "trainer": trainer_state, "config": config,
-             "backbone_prefix": _backbone_prefix(model, backbone), "heads_aliases": aliases}
+    optimizer_state = optimizer.state_dict()
+    moments = {f"{pid}.{key}": value for pid, values in optimizer_state["state"].items()
+               for key, value in values.items() if torch.is_tensor(value)}
+    files = {"heads.safetensors": heads, "rng.safetensors": rng_tensors, "optimizer": moments}
+    if not linked:
+        files["encoder.safetensors"] = own
+    copies = _host_copies(files)
+    moments = copies.pop("optimizer")
+    snap.tensors = copies
+    snap.optimizer = {"param_groups": copy.deepcopy(optimizer_state["param_groups"]),
+                      "state": {pid: {key: moments[f"{pid}.{key}"] if torch.is_tensor(value) else copy.deepcopy(value)
+                                      for key, value in values.items()}
+                                for pid, values in optimizer_state["state"].items()}}
+    snap.state = copy.deepcopy({"step": step, "scheduler": scheduler.state_dict(), "rng": ranks[0][1],
+                                "trainer": trainer_state, "config": config,
+                                "backbone_prefix": _backbone_prefix(model, backbone), "heads_aliases": aliases})
     if len(ranks) > 1:
-        state["rng_ranks"] = [meta for _, meta in ranks]
-    (tmp / "state.json").write_text(json.dumps(state))
-    files = sorted(p.name for p in tmp.iterdir())
-    for name in files:
-        _fsync(tmp / name)
+        snap.state["rng_ranks"] = [meta for _, meta in ranks]
+    return snap
+
+
+def _host_copies(files: dict[str, dict[str, torch.Tensor]]) -> dict[str, dict[str, torch.Tensor]]:
+    """Each tensor copied to (new) host memory. From a GPU the copies go into pinned memory without
+    waiting one by one (torch's host allocator reuses pinned blocks from one checkpoint to the next),
+    then the loop waits once for all of them."""
+    copies: dict[str, dict[str, torch.Tensor]] = {}
+    waits = set()
+    for file, tensors in files.items():
+        copies[file] = {}
+        for name, tensor in tensors.items():
+            tensor = tensor.detach()
+            if tensor.device.type == "cpu":
+                copies[file][name] = tensor.clone(memory_format=torch.contiguous_format)
+            elif tensor.device.type == "cuda":
+                host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
+                copies[file][name] = host.copy_(tensor, non_blocking=True)
+                waits.add(tensor.device)
+            else:
+                copies[file][name] = tensor.to("cpu", copy=True)
+    for device in waits:
+        torch.cuda.synchronize(device)
+    return copies
+
+
+def write_snapshot(snap: Snapshot) -> Path:
+    """Write a :class:`Snapshot` as ``step-N``: every file written under the temporary name, hashed
+    as its bytes are written and fsynced; the manifest of digests last; then the rename, then the
+    oldest checkpoints beyond ``keep`` removed. Safe to run in a thread of its own."""
+    digests = {}
+    opt_tensors, opt_meta = _flatten_optimizer(snap.optimizer)
+    for name, tensors in (*snap.tensors.items(), ("optimizer.safetensors", opt_tensors)):
+        digests[name] = _write_safetensors(snap.tmp / name, tensors)
+    digests["state.json"] = _write_hashed(snap.tmp / "state.json", [json.dumps({**snap.state,
+                                                                                 "optimizer": opt_meta}).encode()])
+    if "encoder.safetensors" not in digests:  # the final model's file, linked: not written here, so read
+        digests["encoder.safetensors"] = _digest(snap.tmp / "encoder.safetensors")
+        _fsync(snap.tmp / "encoder.safetensors")
     # The manifest is written last: a directory without a valid one was never finished.
-    (tmp / MANIFEST).write_text(json.dumps({name: _digest(tmp / name) for name in files}))
-    _fsync(tmp / MANIFEST)
-    _fsync(tmp)
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)
-    _fsync(directory)
-    for old in list_checkpoints(directory)[:-keep]:
+    _write_hashed(snap.tmp / MANIFEST, [json.dumps(dict(sorted(digests.items()))).encode()])
+    _fsync(snap.tmp)
+    shutil.rmtree(snap.final, ignore_errors=True)
+    os.replace(snap.tmp, snap.final)
+    _fsync(snap.directory)
+    for old in list_checkpoints(snap.directory)[:-snap.keep]:
         shutil.rmtree(old, ignore_errors=True)
-    return final
+    return snap.final
+
+
+def _write_hashed(path: Path, pieces) -> str:
+    """Write ``pieces`` (buffers) to a new file, fsync it, and return the SHA-256 of what was written."""
+    h = hashlib.sha256()
+    with open(path, "wb") as handle:
+        for piece in pieces:
+            h.update(piece)
+            handle.write(piece)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return h.hexdigest()
+
+
+def _write_safetensors(path: Path, tensors: dict[str, torch.Tensor]) -> str:
+    """``tensors`` in the safetensors format, hashed as written; returns the digest.
+
+    Written by hand because safetensors' own writers either write a file we would have to read back
+    to hash (``save_file``) or build the whole file as one bytes object first (``save``: a second
+    copy of every moment in memory). The format is an 8-byte little-endian header length, a JSON
+    header (name -> dtype, shape, byte offsets) padded with spaces to 8 bytes, then the raw bytes
+    back to back; ``safetensors.torch.load_file`` reads it back (tested)."""
+    header, offset, pieces = {}, 0, []
+    for name in sorted(tensors):
+        tensor = tensors[name].contiguous()
+        if tensor.dtype not in _SAFETENSORS_DTYPES:
+            raise CheckpointError(f"{path}: {name}: no safetensors dtype for {tensor.dtype}")
+        data = tensor.reshape(-1).view(torch.uint8).numpy()
+        header[name] = {"dtype": _SAFETENSORS_DTYPES[tensor.dtype], "shape": list(tensor.shape),
+                        "data_offsets": [offset, offset + data.nbytes]}
+        offset += data.nbytes
+        pieces.append(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return _write_hashed(path, [struct.pack("<Q", len(text)), text, *pieces])
+
+
+class CheckpointWriter:
+    """Writes checkpoints behind the training loop, one at a time, in a thread of its own.
+
+    ``save`` waits only while the previous checkpoint is still being written, then starts this one
+    and returns. What went wrong in the thread is raised in the loop's thread at the next ``save``,
+    ``wait`` or the end of the ``with`` block, never lost. ``background=False`` writes in ``save``
+    itself (``train.async_checkpoint: false``; the benchmark's "before")."""
+
+    def __init__(self, background: bool = True):
+        self.background = background
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._writing: Snapshot | None = None
+
+    def save(self, snap: Snapshot) -> None:
+        self.wait()
+        if not self.background:
+            self._write(snap)
+            self.wait()
+            return
+        self._writing = snap
+        self._thread = threading.Thread(target=self._write, args=(snap,), name=f"checkpoint-{snap.step}")
+        self._thread.start()
+
+    def _write(self, snap: Snapshot) -> None:
+        self._writing = snap
+        try:
+            write_snapshot(snap)
+        except BaseException as exc:  # re-raised in the loop's thread by wait()
+            self._error = exc
+
+    def wait(self) -> None:
+        """Until the checkpoint being written is on disk; raises what writing it raised."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        error, self._error = self._error, None
+        if error is not None:
+            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise CheckpointError(f"{self._writing.final}: writing the checkpoint failed ({first}); "
+                                  f"the previous checkpoint is still the resume point") from error
+
+    def __enter__(self) -> CheckpointWriter:
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        if kind is None:
+            self.wait()
+            return
+        try:  # the run is failing already: finish the checkpoint under way, and report a failure of it too
+            self.wait()
+        except CheckpointError as error:
+            log.error("%s", error)
 
 
 def _backbone_prefix(model: torch.nn.Module, backbone: torch.nn.Module) -> str:
@@ -226,17 +405,6 @@ def _split_state(model: torch.nn.Module, backbone: torch.nn.Module) -> tuple[dic
     return own, heads, aliases
 
 
-def _save_weights(tmp: Path, model: torch.nn.Module, backbone: torch.nn.Module,
-                  saved_backbone: Path | None) -> dict[str, str]:
-    """Write encoder.safetensors (or link ``saved_backbone``) and heads.safetensors; returns the aliases."""
-    own, heads, aliases = _split_state(model, backbone)
-    target = tmp / "encoder.safetensors"
-    if not (saved_backbone is not None and _same_layout(saved_backbone, own) and _link(saved_backbone, target)):
-        save_file({k: v.detach().contiguous().cpu() for k, v in own.items()}, str(target))
-    save_file({k: v.detach().contiguous().cpu() for k, v in heads.items()}, str(tmp / "heads.safetensors"))
-    return aliases
-
-
 def _same_layout(path: Path, state: dict[str, torch.Tensor]) -> bool:
     """The file holds ``state``'s names with their shapes and dtypes (its values are the caller's word);
     it may hold more (a saved model's unused BERT pooler), which loading leaves out."""
@@ -253,7 +421,10 @@ def _same_layout(path: Path, state: dict[str, torch.Tensor]) -> bool:
         return False
 
 
-_SAFETENSORS_DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.int64: "I64"}
+# safetensors' names of the dtypes a checkpoint can hold.
+_SAFETENSORS_DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
+                       torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
+                       torch.uint8: "U8", torch.bool: "BOOL"}
 
 
 def _link(source: Path, target: Path) -> bool:

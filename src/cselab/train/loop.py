@@ -13,15 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cselab.config import Config
+from cselab.train.checkpoint import CheckpointWriter
 from cselab.train.live_logs import LiveLogs
 from cselab.train.metrics import MetricsLog
 from cselab.train.optimizer import OptimizerStep, gradient_scaler, make_optimizer
 from cselab.train.parts import build_parts, make_loader
 from cselab.train.process import (
     Process,
+    SaveSchedule,
     best_model_selection,
     caller_stops,
-    checkpoint_due,
     run_precision,
     save_checkpoint,
     start_or_resume,
@@ -67,7 +68,9 @@ def train(config: Config, resume: bool = True, progress: bool = True, base_dev: 
                              live=LiveLogs(config, process.out_dir, state.step) if process.main else None)
         loader = make_loader(parts, config, state.step, process.rank, process.processes, process.device)
         parts.trainable.train()
-        with stop_on_signals() as stop, metrics:
+        schedule = SaveSchedule(config, process)
+        # The writer is joined when the block ends (also on an error), before the run's summary and lock.
+        with stop_on_signals() as stop, metrics, CheckpointWriter(config.train.async_checkpoint) as writer:
             metrics.restart_window()  # the clock starts with the first batch, not with the loader's start-up
             for batch in loader:
                 result = step(batch)
@@ -75,8 +78,10 @@ def train(config: Config, resume: bool = True, progress: bool = True, base_dev: 
                 state.advance(batch.step, batch.num_sentences * process.processes)
                 last, stopping = state.step == len(parts.plan), stop.requested
                 metrics.add(result, grad_norm, batch, update.overflow_is_fault)
-                evaluate, save = selector.due(state.step, last), checkpoint_due(config, state.step, last) or stopping
-                if metrics.due(last) or evaluate or save:
+                window = metrics.due(last)
+                evaluate = selector.due(state.step, last)
+                save = schedule.due(state.step, last, window) or stopping
+                if window or evaluate or save:
                     record = metrics.close_window(update.lr(), process.advice(precision.precision))
                     if evaluate:
                         record.update(selector.evaluate(state.step))
@@ -84,13 +89,15 @@ def train(config: Config, resume: bool = True, progress: bool = True, base_dev: 
                     if last and not selector.selects and process.main:  # no evaluation: the final model is the
                         selector.write_model()  # last step's, written before its checkpoint
                     if save:
-                        save_checkpoint(process, parts, update, state, selector, config)
+                        save_checkpoint(process, parts, update, state, selector, config, writer)
+                        schedule.saved()
                     metrics.restart_window()
                     if evaluate and on_evaluation is not None and caller_stops(process, on_evaluation, state.step,
                                                                                record):
                         process.say(f"stopped after step {state.step} by the caller (e.g. a pruned trial)")
                         break
                 if stopping:
+                    writer.wait()  # "checkpoint saved" is said once it is on disk
                     process.say(f"\n{stop.signal_name}: stopped after step {state.step}; checkpoint saved. "
                                 f"Run the same command again to resume.")
                     break

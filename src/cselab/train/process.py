@@ -196,13 +196,36 @@ def run_precision(process: Process, config: Config, hidden_size: int, state: Run
     return choice
 
 
-def checkpoint_due(config: Config, step: int, last: bool) -> bool:
-    every = config.train.save_steps
-    return bool(every) and (step % every == 0 or last)
+class SaveSchedule:
+    """When a checkpoint is due: every ``train.save_steps`` steps and every ``train.save_minutes``
+    minutes, whichever comes first (0 turns either off), and after the last step when one is on.
+
+    The clock is read only where a log window closes, by the main process, and its answer is shared
+    with the others (one small collective per window), so every process saves at the same step."""
+
+    def __init__(self, config: Config, process: Process):
+        self.steps, self.seconds = config.train.save_steps, config.train.save_minutes * 60
+        self.process = process
+        self.last_save = time.monotonic()
+
+    def due(self, step: int, last: bool, window: bool) -> bool:
+        if self.steps and (step % self.steps == 0 or last):
+            return True
+        if not self.seconds or not (last or window):
+            return False
+        if last:
+            return True
+        late = time.monotonic() - self.last_save >= self.seconds if self.process.main else None
+        return bool(gather_objects(late)[0]) if self.process.processes > 1 else late
+
+    def saved(self) -> None:
+        self.last_save = time.monotonic()
 
 
 def save_checkpoint(process: Process, parts: RunParts, update: OptimizerStep, state: RunState, selector: BestModel,
-                    config: Config) -> None:
+                    config: Config, writer: ckpt.CheckpointWriter) -> None:
+    """Hand this step's checkpoint to ``writer`` (after the one it may still be writing): the loop
+    waits for the host copy, not for the disk. What must be collective happens here, on every process."""
     parameters = list(parts.trainable.parameters())
     if not bool(torch.stack([torch.isfinite(p).all() for p in parameters]).all()):
         raise TrainingError(f"step {state.step}: the weights are no longer finite; no checkpoint written. Resume "
@@ -215,10 +238,11 @@ def save_checkpoint(process: Process, parts: RunParts, update: OptimizerStep, st
         state.wall_seconds = process.wall_seconds()
         # The final model saved at this step (best so far, or the last step's) already holds the encoder.
         final_now = selector.best_step == state.step or (not selector.selects and state.step == len(parts.plan))
-        ckpt.save_checkpoint(process.out_dir / "checkpoints", state.step, parts.trainable, update.optimizer,
-                             update.scheduler, state.trainer_dict(), config.to_dict(), rank_rng,
-                             backbone=parts.encoder.backbone, keep=config.train.keep_checkpoints,
-                             saved_backbone=process.out_dir / "model.safetensors" if final_now else None)
+        writer.wait()  # one host copy at a time: memory stays at one checkpoint's
+        writer.save(ckpt.snapshot(process.out_dir / "checkpoints", state.step, parts.trainable, update.optimizer,
+                                  update.scheduler, state.trainer_dict(), config.to_dict(), rank_rng,
+                                  backbone=parts.encoder.backbone, keep=config.train.keep_checkpoints,
+                                  saved_backbone=process.out_dir / "model.safetensors" if final_now else None))
     process.barrier()
 
 
