@@ -94,7 +94,9 @@ def run_sentence_transformers(shape: str, steps: int, work: Path) -> dict:
     model = SentenceTransformer(path, device="cuda")
     model.max_seq_length = 32
     lines = corpus_lines(steps, spec["batch"])
-    bf16 = torch.cuda.is_bf16_supported()
+    from cselab.hardware import cuda_has_native_bf16
+
+    bf16 = cuda_has_native_bf16(torch.device("cuda"))  # as cselab's precision auto: no emulated bf16
     args = SentenceTransformerTrainingArguments(
         output_dir=str(work / "st"), per_device_train_batch_size=spec["batch"], learning_rate=3e-5,
         max_steps=steps + WARMUP, lr_scheduler_type="linear", warmup_steps=0, seed=42, bf16=bf16, fp16=not bf16,

@@ -4,7 +4,9 @@ bf16 is not a safe default on CPUs: where the CPU has no native bf16 instruction
 ``avx512_bf16`` or AMX on x86, no ``bf16`` on Arm) PyTorch falls back to a slow reference GEMM,
 measured 20x slower than fp32 on an AVX2-only AMD EPYC. ``precision: auto`` therefore never picks
 bf16 on such a CPU; on a CPU that has it, a short matmul probe of the model's shape decides between
-bf16 and fp32 (cached per machine). On CUDA, auto is bf16 where the card supports it, else fp16.
+bf16 and fp32 (cached per machine). On CUDA, auto is bf16 where the card has bf16 tensor cores
+(compute capability 8.0 and later), else fp16 (``torch.cuda.is_bf16_supported()`` also counts
+emulated bf16).
 """
 from __future__ import annotations
 
@@ -94,6 +96,12 @@ class PrecisionChoice:
         return asdict(self)
 
 
+def cuda_has_native_bf16(device: torch.device) -> bool:
+    """bf16 tensor cores: compute capability 8.0 (Ampere) and later. ``torch.cuda.is_bf16_supported()``
+    also says yes where bf16 is only emulated (V100, T4: many times slower than fp16)."""
+    return torch.cuda.get_device_capability(device) >= (8, 0)
+
+
 def choose_precision(requested: str, device: torch.device, hidden_size: int = 384) -> PrecisionChoice:
     """Resolve ``auto`` for this device; a forced choice is kept, with a warning where it will be slow."""
     if requested not in PRECISIONS:
@@ -101,9 +109,10 @@ def choose_precision(requested: str, device: torch.device, hidden_size: int = 38
     if device.type == "cuda":
         if requested != "auto":
             return PrecisionChoice(requested, requested, "forced")
-        if torch.cuda.is_bf16_supported():
-            return PrecisionChoice("bf16", requested, f"{torch.cuda.get_device_name(device)} supports bf16")
-        return PrecisionChoice("fp16", requested, f"{torch.cuda.get_device_name(device)} has no bf16: fp16")
+        name = torch.cuda.get_device_name(device)
+        if cuda_has_native_bf16(device):
+            return PrecisionChoice("bf16", requested, f"{name} has native bf16 (compute capability >= 8.0)")
+        return PrecisionChoice("fp16", requested, f"{name} has no native bf16 (compute capability < 8.0): fp16")
     native = cpu_has_native_bf16()
     if requested != "auto":
         if requested in ("bf16", "fp16") and not native:

@@ -253,6 +253,7 @@ class SentenceEncoder(nn.Module):
             config = AutoConfig.for_model(model_type, **params)
             backbone = (AutoModel.from_config(config, add_pooling_layer=False) if model_type == "bert"
                         else AutoModel.from_config(config))
+            _detach_pooler(backbone, ("pooler.",))  # random weights: nothing to keep
         except Exception as exc:  # any invalid setting of the user's dict (types, sizes, unknown model_type)
             first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
             raise ModelLoadError(f"model.from_config: cannot build a model from it ({type(exc).__name__}: "
@@ -502,8 +503,11 @@ def _load_backbone(name_or_path: str, resolved: str, trust_remote_code: bool):
     try:
         tokenizer = AutoTokenizer.from_pretrained(resolved, trust_remote_code=trust_remote_code)
         with _quiet_transformers():  # a missing pooler is handled below, not worth a report
+            # fp32 master weights whatever dtype the checkpoint was stored in (transformers 5 would
+            # otherwise keep it: fp16 gradients that the GradScaler refuses, bf16 updates lost to rounding).
             backbone, info = AutoModel.from_pretrained(resolved, use_safetensors=True, output_loading_info=True,
-                                                       trust_remote_code=trust_remote_code)
+                                                       trust_remote_code=trust_remote_code,
+                                                       **{_DTYPE_KEYWORD: torch.float32})
     except Exception as exc:  # whatever the files make transformers or tokenizers raise: the files' fault
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         where = "a local directory" if Path(resolved).exists() else "not a local directory, and the Hugging Face Hub"
@@ -512,11 +516,27 @@ def _load_backbone(name_or_path: str, resolved: str, trust_remote_code: bool):
     return tokenizer, backbone, _detach_pooler(backbone, info["missing_keys"])
 
 
+def _dtype_keyword() -> str:
+    """``dtype`` (transformers >= 4.56), ``torch_dtype`` before it."""
+    import transformers
+    from packaging.version import Version
+
+    return "dtype" if Version(transformers.__version__) >= Version("4.56") else "torch_dtype"
+
+
+_DTYPE_KEYWORD = _dtype_keyword()
+
+
 def _detach_pooler(backbone: nn.Module, missing_keys) -> dict[str, torch.Tensor] | None:
-    """Take BERT's pooler out of the backbone: SimCSE pools itself, and a layer without gradients would
-    stop DistributedDataParallel. Its weights (when the checkpoint had them) are returned for saving."""
+    """cselab pools itself, so the model's own pooler gets no gradient, and a trainable parameter
+    without one stops DistributedDataParallel at the second step. BERT's (and RoBERTa's) is taken out
+    of the backbone, its weights (when the checkpoint had them) returned for saving; any other
+    model's (MPNet, ALBERT, ...: saved as loaded) is frozen."""
     pooler = getattr(backbone, "pooler", None)
-    if not isinstance(pooler, nn.Module) or backbone.config.model_type not in BERT_LIKE:
+    if not isinstance(pooler, nn.Module):
+        return None
+    if backbone.config.model_type not in BERT_LIKE:
+        pooler.requires_grad_(False)
         return None
     backbone.pooler = None
     if any("pooler." in key for key in missing_keys):

@@ -83,6 +83,7 @@ def train(config: Config, resume: bool = True, progress: bool = True, base_dev: 
                 save = schedule.due(state.step, last, window) or stopping
                 if window or evaluate or save:
                     record = metrics.close_window(update.lr(), process.advice(precision.precision))
+                    update.check_loss_scale(state.step)
                     if evaluate:
                         record.update(selector.evaluate(state.step))
                     metrics.write(record)

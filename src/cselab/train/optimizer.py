@@ -2,11 +2,16 @@
 gradient scaler that fp16 training needs on a GPU."""
 from __future__ import annotations
 
+import logging
+
 import torch
 from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
 from transformers.trainer_pt_utils import get_parameter_names
 
 from cselab.config import OptimConfig
+from cselab.errors import TrainingError
+
+log = logging.getLogger("cselab.train")
 
 
 def parameter_groups(trainable: torch.nn.Module, weight_decay: float) -> list[dict]:
@@ -60,6 +65,7 @@ class OptimizerStep:
         self.optimizer, self.scheduler, self.parameters = optimizer, scheduler, parameters
         self.max_norm, self.scaler = max_norm, scaler
         self.overflow_is_fault = scaler is None
+        self.warned_scale = False
 
     def scale(self, loss: torch.Tensor) -> torch.Tensor:
         return loss if self.scaler is None else self.scaler.scale(loss)
@@ -80,6 +86,28 @@ class OptimizerStep:
 
     def lr(self) -> float:
         return self.scheduler.get_last_lr()[0]
+
+    def check_loss_scale(self, step: int) -> None:
+        """At a log window (it reads the scale back): fp16's loss scale halves on every step whose
+        gradients overflow, and those steps are skipped. Below 1 the gradients overflow fp16 even
+        unscaled: a warning once; below 2**-16 (16 more skipped steps at least) the run no longer
+        trains, a TrainingError."""
+        if self.scaler is None or not self.scaler.is_enabled():
+            return
+        scale = self.scaler.get_scale()
+        if scale >= 1.0:
+            return
+        message = (f"train.precision fp16: the loss scale fell to {scale:.3g} by step {step} (halved at every step "
+                   f"whose gradients overflow fp16, and those steps are skipped); use train.precision=bf16 (or "
+                   f"fp32) or lower optim.lr")
+        if scale < COLLAPSED_SCALE:
+            raise TrainingError(message)
+        if not self.warned_scale:
+            self.warned_scale = True
+            log.warning(message)
+
+
+COLLAPSED_SCALE = 2.0 ** -16
 
 
 def gradient_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler | None:

@@ -64,6 +64,10 @@ def build_parts(config: Config, device: torch.device, processes: int = 1, rank: 
     head = build_head(config.model.projection, encoder.hidden_size, **config.model.projection_params)
     objective = build_objective(config.objective, term_context(encoder, head, config))
     check_views_for(objective, config)
+    if not objective.encodes_views:  # MLM alone never runs them: frozen, as DDP stops on a parameter without gradient
+        for unused in (encoder.mlp, head):
+            if unused is not None:
+                unused.requires_grad_(False)
     trainable = torch.nn.ModuleList([encoder, head, *objective.terms]).to(device)
     speed_up(encoder, config, device)
     # The papers of the recipe's methods, for the saved model's card.

@@ -7,6 +7,7 @@ adding up token counts the collator already counted on the host.
 """
 from __future__ import annotations
 
+import re
 import time
 
 import torch
@@ -16,7 +17,8 @@ REPROBE_MIN_SECONDS = 120.0  # but not more often than this: a probe costs a sec
 _PEAKS: dict = {}  # (dtype, device type) -> (highest probe, when it was last probed)
 
 # Dense tensor-core TFLOP/s from the vendors' data sheets (no sparsity): (bf16/fp16, tf32 for fp32).
-# Matched against torch.cuda.get_device_name() in this order, first fragment found wins.
+# Matched against torch.cuda.get_device_name() as whole words ("L4" is not in "NVIDIA L40"), the
+# longest matching name winning ("H100 PCIe" over "H100").
 GPU_PEAKS = (
     ("H200", (989.4, 494.7)),
     ("H100 PCIe", (756.0, 378.0)),
@@ -27,6 +29,7 @@ GPU_PEAKS = (
     ("A10G", (70.0, 35.0)),
     ("A10", (125.0, 62.5)),
     ("L40S", (362.1, 183.0)),
+    ("L40", (181.0, 90.5)),
     ("L4", (121.0, 60.0)),
     ("RTX 4090", (165.2, 82.6)),
     ("V100", (125.0, 15.7)),  # no bf16 or tf32: fp16 tensor cores, fp32 CUDA cores
@@ -36,10 +39,12 @@ GPU_PEAKS = (
 
 def gpu_peak_flops(dtype: torch.dtype, device_name: str) -> float | None:
     """The vendor's dense peak for ``dtype`` on the named GPU, in FLOP/s; None for an unknown card."""
-    for fragment, (half, tf32) in GPU_PEAKS:
-        if fragment in device_name:
-            return (tf32 if dtype == torch.float32 else half) * 1e12
-    return None
+    found = [(len(name), peaks) for name, peaks in GPU_PEAKS
+             if re.search(rf"(?<![A-Za-z0-9]){re.escape(name)}(?![A-Za-z0-9])", device_name)]
+    if not found:
+        return None
+    half, tf32 = max(found, key=lambda item: item[0])[1]
+    return (tf32 if dtype == torch.float32 else half) * 1e12
 
 
 def matmul_peak_flops(dtype: torch.dtype = torch.bfloat16, seconds: float = 1.0, size: int = 1024,
@@ -48,31 +53,38 @@ def matmul_peak_flops(dtype: torch.dtype = torch.bfloat16, seconds: float = 1.0,
 
     The time is cut into ``windows`` and the fastest window counts: a peak is what the machine can
     do, and on a shared or virtual machine a one-second average is pulled down by whatever else
-    ran in that second (single one-second probes here ranged from 0.26 to 0.41 TFLOP/s).
+    ran in that second (single one-second probes here ranged from 0.26 to 0.41 TFLOP/s). Each
+    matmul is waited for before the clock is read: on a GPU, kernels launched without waiting
+    queue up far past the window (an unknown card's probe ran ~15 s), and a square whose one
+    matmul overruns a window is probed smaller.
     """
     # A private generator: probing must not move the global RNG (dropout, resumed runs).
     generator = torch.Generator().manual_seed(0)
     size = size if device == "cpu" else max(size, 8192)  # a GPU needs large matmuls to approach its peak
     a = torch.randn(size, size, generator=generator).to(device=device, dtype=dtype)
     b = torch.randn(size, size, generator=generator).to(device=device, dtype=dtype)
+    _matmul(a, b, device)  # the first call: kernel selection, allocation
     start = time.perf_counter()
-    a @ b
-    if device == "cpu" and size > 128 and time.perf_counter() - start > seconds / windows:
-        # A slow kernel (fp16, or bf16 without native support, on a CPU: seconds per matmul) would
-        # stretch the probe far past its budget: probe a smaller square instead.
+    _matmul(a, b, device)
+    if size > 128 and time.perf_counter() - start > seconds / windows:
+        # A slow kernel (fp16, or bf16 without native support, on a CPU: seconds per matmul; fp32
+        # on a small GPU) would stretch the probe far past its budget: probe a smaller square.
         return matmul_peak_flops(dtype, seconds, size // 4, device, windows)
-    for _ in range(2):  # warm up kernels and caches
-        a @ b
     best, window = 0.0, seconds / windows
     for _ in range(windows):
         count, start = 0, time.perf_counter()
         while count == 0 or time.perf_counter() - start < window:
-            a @ b
+            _matmul(a, b, device)
             count += 1
-        if device != "cpu":
-            torch.cuda.synchronize()
         best = max(best, 2 * size**3 * count / (time.perf_counter() - start))
     return best
+
+
+def _matmul(a: torch.Tensor, b: torch.Tensor, device: str) -> None:
+    """One matmul, finished (on a GPU the host waits for it: the probe times work done, not queued)."""
+    a @ b
+    if device != "cpu":
+        torch.cuda.synchronize(device)
 
 
 def measured_peak(dtype: torch.dtype, device: str, achieved: float = 0.0) -> float:
