@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from cselab.augment import build_augmenter
 from cselab.augment.base import AugmenterUnavailable
@@ -78,3 +79,46 @@ def test_a_positives_cache_prefers_the_paraphraser_when_its_model_loads(tiny_seq
     assert cached.cache_file.name.startswith("paraphrase-")
     expected = build_augmenter("paraphrase", model=tiny_seq2seq, num_beams=2, max_length=12).augment(corpus, 0)
     assert cached.augment(corpus, seed=3) == expected
+
+
+class _Views(torch.utils.data.Dataset):
+    """One item: the paraphrases made inside a DataLoader worker, and the device they were made on."""
+
+    def __init__(self, augmenter):
+        self.augmenter = augmenter
+
+    def __len__(self):
+        return 1
+
+    def __getitem__(self, index):
+        return self.augmenter.augment(SENTENCES, seed=0), str(self.augmenter._run_device())
+
+
+def test_a_gpu_paraphraser_never_puts_a_model_on_cuda_inside_a_forked_loader_worker(tiny_seq2seq, monkeypatch):
+    """device=cuda (a stand-in GPU: this machine has none): the model is loaded on the CPU, and a
+    forked DataLoader worker generates there; only the main process would load a CUDA copy. Before,
+    the constructor put the model on CUDA and the first generate in a worker raised "Cannot
+    re-initialize CUDA in forked subprocess"."""
+    from cselab.augment import paraphrase
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    loaded = []
+    real_load = paraphrase.load_seq2seq
+
+    def recording_load(name, device="cpu"):
+        loaded.append(device)
+        if device != "cpu":
+            raise AssertionError(f"a model was loaded on {device}")
+        return real_load(name, device)
+
+    monkeypatch.setattr(paraphrase, "load_seq2seq", recording_load)
+    augmenter = build_augmenter("paraphrase", model=tiny_seq2seq, num_beams=2, max_length=12, device="cuda")
+    assert loaded == ["cpu"] and augmenter.device.type == "cuda" and augmenter._run_device().type == "cuda"
+    loader = torch.utils.data.DataLoader(_Views(augmenter), batch_size=None, num_workers=1,
+                                         multiprocessing_context="fork")
+    [(paraphrases, device)] = list(loader)
+    assert device == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert paraphrases == build_augmenter("paraphrase", model=tiny_seq2seq, num_beams=2, max_length=12,
+                                          device="cpu").augment(SENTENCES, seed=0)

@@ -116,3 +116,32 @@ def test_a_healthy_loss_scale_says_nothing(caplog):
     with caplog.at_level(logging.WARNING):
         update.check_loss_scale(1)
     assert not caplog.records
+
+
+@pytest.mark.parametrize("unpad", ["auto", "true"])
+def test_compile_with_the_unpadded_forward_compiles_the_forward_that_runs(unpad, tiny_corpus, monkeypatch):
+    """The unpadded forward bypasses the compiled module (0 frames captured): with train.compile it is
+    off, and a training forward runs through dynamo. The eager backend stands in for inductor (the
+    frames dynamo captures are the same; inductor's C++ build would take minutes here)."""
+    import json
+
+    import torch._dynamo
+
+    from cselab.config import load_config
+    from cselab.model.encoder import SentenceEncoder
+    from cselab.train.parts import speed_up
+
+    compile_module = torch.nn.Module.compile
+    monkeypatch.setattr(torch.nn.Module, "compile",
+                        lambda self, **kwargs: compile_module(self, **{**kwargs, "backend": "eager"}))
+    config = load_config("simcse", [f"model.from_config={json.dumps(TINY_BERT)}", f"model.unpad={unpad}",
+                                    "train.compile=true", f"data.corpus={tiny_corpus}"])
+    encoder = SentenceEncoder.from_config(TINY_BERT, "minilm")
+    speed_up(encoder, config, torch.device("cpu"))
+    assert not encoder.unpadded
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    encoder.train()
+    encoder(encoder.tokenize(["a cat sat on the mat", "dogs run"])).sum().backward()
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 1
+    torch._dynamo.reset()

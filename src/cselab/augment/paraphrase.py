@@ -86,7 +86,25 @@ class Paraphrase:
         self.device = resolve_device(device, f"augmenter {self.name}: device")  # auto: the GPU when there is one
         self.generation_kwargs = dict(generation_kwargs or {})
         self.progress = progress
-        self._tokenizer, self._model = load_seq2seq(model, str(self.device))
+        # Loaded on the CPU (a missing model fails here, before training); moved to the GPU at its first
+        # use, and only outside DataLoader workers: see _run_device.
+        self._tokenizer, self._model = load_seq2seq(model, "cpu")
+
+    def _run_device(self):
+        """Where this process generates: ``device``, except in a DataLoader worker, which runs on the CPU.
+
+        Training makes a step's views in forked loader workers (data/views.py per step, or a ``cached``
+        positive's fallback for lines its file lacks), and a forked process cannot use CUDA once the
+        parent has ("Cannot re-initialize CUDA in forked subprocess"). So the model stays on the CPU
+        until a process that may use the GPU (``cselab augment``, the main process) runs it: the
+        workers never hold a CUDA model. Spawned workers would avoid the error but copy the model
+        into each worker and share one GPU with training; the fast route for a GPU paraphraser is
+        ``cselab augment`` first, read back by the ``cached`` augmenter (docs/augmentations.md)."""
+        import torch
+
+        if self.device.type != "cpu" and torch.utils.data.get_worker_info() is not None:
+            return torch.device("cpu")
+        return self.device
 
     def _generate_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"num_beams": self.num_beams, "num_return_sequences": self.num_return_sequences,
@@ -100,15 +118,19 @@ class Paraphrase:
         import torch
 
         tokenizer = self._tokenizer
+        device = self._run_device()
+        # The GPU copy is a model of its own (loaded once per process): the CPU one, which forked
+        # workers inherit, never moves to CUDA.
+        model = self._model if device.type == "cpu" else load_seq2seq(self.model, str(device))[1]
         encoded = tokenizer([self.prefix + s.strip() for s in batch], return_tensors="pt", padding=True,
-                            truncation=True, max_length=self.max_length).to(self.device)
+                            truncation=True, max_length=self.max_length).to(device)
         encoded.pop("token_type_ids", None)  # BERT-style tokenizers add it; seq2seq models do not take it
         # Sampling draws from a generator of its own device, seeded per batch; forking it leaves the
         # training run's RNG (dropout) exactly where it was, on the CPU and on a GPU.
-        devices = [self.device.index or 0] if self.device.type == "cuda" else []
+        devices = [device.index or 0] if device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices), torch.inference_mode():
             torch.manual_seed(sentence_seed(seed, "\n".join(batch)))
-            generated = self._model.generate(**encoded, **self._generate_kwargs())
+            generated = model.generate(**encoded, **self._generate_kwargs())
         texts = [t.strip() for t in tokenizer.batch_decode(generated, skip_special_tokens=True)]
         k = self.num_return_sequences
         return [texts[j * k:(j + 1) * k] for j in range(len(batch))]

@@ -190,6 +190,12 @@ def speed_up(encoder: SentenceEncoder, config: Config, device: torch.device) -> 
         reuse_freed_memory()
         use_persistent_embedding_grad(encoder.backbone)
     unpad = config.model.unpad == "true" or (config.model.unpad == "auto" and device.type == "cpu")
+    if unpad and config.train.compile:
+        # The unpadded forward runs the backbone's layers itself, past the compiled module's forward:
+        # compiled, nothing would be. torch.compile wins; what it compiles is the padded forward.
+        if config.model.unpad == "true":
+            log.warning("model.unpad=true is off with train.compile=true (torch.compile compiles the padded forward)")
+        unpad = False
     if unpad and not encoder.use_unpadded() and config.model.unpad == "true":
         log.warning("model.unpad: %s has no BERT-style layers; it runs padded", type(encoder.backbone).__name__)
     if config.train.compile:
