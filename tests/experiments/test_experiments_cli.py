@@ -31,3 +31,18 @@ def test_bad_input_is_a_one_line_error(cli, tmp_path, capsys):
     errors = capsys.readouterr().err.strip().splitlines()
     assert len(errors) == 3 and all(e.startswith("cselab ") and "error:" in e for e in errors)
     assert "missing" in errors[0] and "'x'" in errors[1] and "no-such-recipe" in errors[2]
+
+
+def test_grid_dry_run_and_search_option_errors(cli, tmp_path, capsys):
+    args = ["sweep", "--recipes", "simcse", "--seeds", "1,2", "--no-eval", "--out", str(tmp_path / "out")]
+    assert cli([*args, "--grid", "optim.lr=1e-5,3e-5", "--dry-run"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 4 and lines[0].startswith("simcse optim.lr=1e-5 seed 1")
+    assert "to train" in lines[0] and "not evaluated (--no-eval)" in lines[0]
+    assert lines[0].rstrip().endswith(str(tmp_path / "out" / "simcse" / "optim.lr=1e-5" / "seed-1"))
+    assert cli([*args, "--space", "optim.lr=1e-5:1e-4"]) == 2
+    assert cli([*args, "--search", "2", "--space", "optim.lr=1e-5:1e-4", "--grid", "optim.batch_size=8,16"]) == 2
+    assert cli([*args, "--grid", "optim.lr"]) == 2
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert len(errors) == 3
+    assert "add --search N" in errors[0] and "use one" in errors[1] and "--grid 'optim.lr'" in errors[2]

@@ -336,7 +336,7 @@ def variant_baseline(runs: list[Run], baseline: str | None) -> str | None:
     return variants[0] if variants else baseline
 
 
-def grid_sections(runs: list[Run], tables: list[Table]) -> list[Section]:
+def grid_sections(runs: list[Run], tables: list[Table], split: str | None) -> list[Section]:
     """Per recipe run with several settings (a sweep's --grid): for each varied key, the headline score over
     every run with each of its values (the other keys and the seeds averaged), so a trend reads at a glance."""
     table = next((t for t in tables if t.name == "sts"), None)
@@ -344,7 +344,6 @@ def grid_sections(runs: list[Run], tables: list[Table]) -> list[Section]:
     varied = [r for r in runs if r.variant]
     if column is None or not varied:
         return []
-    split = next(s for s in ("test", "dev") if any(s in r.evals and r.recipe in table.recipes for r in runs))
     section = Section("Hyper-parameters", [Paragraph(
         f"Runs of one recipe with different settings are separate rows above, named by the keys that differ. "
         f"Here, per varied key: the STS {column.label} (Spearman x100, {split} split) of every run with each value, "
@@ -394,7 +393,7 @@ def build_document(runs: list[Run], split: str = "auto", baseline: str | None = 
     if baseline != named_baseline:
         tests.blocks.insert(0, Paragraph(f"{named_baseline} was run with several settings; the tests compare with "
                                          f"{baseline} (name another with --baseline)."))
-    sections = [results_section(tables, extra, seeds), *grid_sections(runs, tables), tests,
+    sections = [results_section(tables, extra, seeds), *grid_sections(runs, tables, chosen), tests,
                 Section("Plots", [PlotBlock(p) for p in plots] + [Paragraph(f"Not drawn: {why}.") for why in missing]),
                 runs_section(runs), versions_section(runs), configurations_section(runs)]
     return Document(title, intro_lines(runs, recipes, chosen), sections, plots, chosen, tables + extra)
