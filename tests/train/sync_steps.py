@@ -15,7 +15,11 @@ from cselab.train.host_syncs import HostSyncCounter
 
 
 @contextlib.contextmanager
-def counting_steps(monkeypatch) -> Iterator[HostSyncCounter]:
+def counting_steps(monkeypatch, cuda_sync_debug: bool = False) -> Iterator[HostSyncCounter]:
+    """``cuda_sync_debug``: also ``torch.cuda.set_sync_debug_mode("error")`` during those calls
+    (CUDA's own check: a synchronising CUDA call raises)."""
+    import torch
+
     from cselab.train import loop
     from cselab.train.metrics import MetricsLog
     from cselab.train.optimizer import OptimizerStep
@@ -27,10 +31,14 @@ def counting_steps(monkeypatch) -> Iterator[HostSyncCounter]:
         @functools.wraps(function)
         def call(*args, **kwargs):
             counter.paused = False
+            if cuda_sync_debug:
+                torch.cuda.set_sync_debug_mode("error")
             try:
                 return function(*args, **kwargs)
             finally:
                 counter.paused = True
+                if cuda_sync_debug:
+                    torch.cuda.set_sync_debug_mode("default")
 
         return call
 
