@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from cselab.cli import main
+from cselab.model.card import write_card
 from cselab.model.encoder import SentenceEncoder
 from tests.conftest import TINY_BERT
 
@@ -61,6 +62,8 @@ def test_push_creates_the_repository_and_uploads_the_directory(online, saved, ca
     assert 'SentenceTransformer("someone/tiny-model")' in card  # the snippets load the repository
     front = yaml.safe_load(card.split("---\n")[1])
     assert front["library_name"] == "sentence-transformers"
+    write_card(saved)  # rewritten later (an evaluation, the end of a run): it still loads the repository
+    assert 'cselab.load("someone/tiny-model")' in (saved / "README.md").read_text()
 
 
 def test_public_by_default(online, saved):

@@ -71,8 +71,10 @@ class _Card:
 
     def __init__(self, model_dir: Path, model_id: str | None):
         self.dir = model_dir
-        self.id = model_id or model_dir.resolve().name
         self.settings = _read(model_dir / "cselab_config.json")
+        # The name its usage loads: the Hub repository it was pushed to, else the directory's name.
+        pushed = self.settings.get("hub_repo")
+        self.id = model_id or (pushed if isinstance(pushed, str) else None) or model_dir.resolve().name
         self.length = _read(model_dir / "sentence_bert_config.json").get("max_seq_length")
         self.hf = _read(model_dir / "config.json")
         run = _run_dir(model_dir)

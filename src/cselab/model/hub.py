@@ -6,11 +6,13 @@ out of reach, the push stops with one line naming what is missing.
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 from cselab.errors import CselabError
 from cselab.model.card import write_card
+from cselab.model.encoder import CSELAB_CONFIG
 
 # A training run's directory holds more than its final model: these stay local.
 NOT_UPLOADED = ["checkpoints/*", "best-*/*", ".cselab-train.lock", "*.tmp", "*.part"]
@@ -26,6 +28,16 @@ def hub_offline() -> bool:
 
     flags = (os.environ.get("HF_HUB_OFFLINE"), os.environ.get("TRANSFORMERS_OFFLINE"))
     return bool(constants.HF_HUB_OFFLINE) or any(str(f).upper() in {"1", "ON", "YES", "TRUE"} for f in flags if f)
+
+
+def remember_repository(path: Path, repo_id: str) -> None:
+    """``cselab_config.json`` names the repository, so the card's usage keeps loading it when rewritten."""
+    file = path / CSELAB_CONFIG
+    try:
+        settings = json.loads(file.read_text(encoding="utf-8")) if file.is_file() else {}
+    except ValueError:
+        raise PushError(f"{file}: not valid JSON; save the model again") from None
+    file.write_text(json.dumps({**settings, "hub_repo": repo_id}, indent=2), encoding="utf-8")
 
 
 def push(model_dir: str | os.PathLike, repo_id: str, private: bool = False) -> str:
@@ -50,7 +62,8 @@ def push(model_dir: str | os.PathLike, repo_id: str, private: bool = False) -> s
     if not token:
         raise PushError("no Hugging Face token: run `hf auth login` (or `huggingface-cli login`) or set HF_TOKEN "
                         "to a token with write access")
-    write_card(path, model_id=repo_id)
+    remember_repository(path, repo_id)
+    write_card(path)
     api = HfApi(token=token)
     try:
         url = api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
