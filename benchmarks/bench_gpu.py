@@ -9,7 +9,9 @@ process; both final models are scored by the same STS-B dev code.
 
 Shapes: ``minilm`` = all-MiniLM-L6-v2 (6 x 384) at batch 64; ``bert-base`` = a 12 x 768 BERT-base-
 shaped encoder, randomly initialised from a config (its STS-B dev is not meaningful), at batch 512.
-Both at max_seq_len 32. Reported: sentences/s (after a warm-up of 20 steps), peak GPU memory, MFU
+Both at max_seq_len 32. ``--compile SHAPES`` adds a ``cselab+compile`` row for those shapes
+(``train.compile=true``; its one-time compilation falls in the 20 warm-up steps, not in the timing).
+Reported: sentences/s (after a warm-up of 20 steps), peak GPU memory, MFU
 against the vendor's dense peak for the precision in use (cselab.train.throughput.GPU_PEAKS), STS-B
 dev after equal steps. Without a CUDA GPU every row is written as "not measured": GPU figures only
 ever come from a GPU.
@@ -44,7 +46,7 @@ def corpus_lines(steps: int, batch: int) -> list[str]:
     return (lines * (needed // len(lines) + 1))[:needed]  # repeated: the speed does not depend on the text
 
 
-def run_cselab(shape: str, steps: int, work: Path) -> dict:
+def run_cselab(shape: str, steps: int, work: Path, compile_model: bool = False) -> dict:
     import torch
 
     from cselab.config import load_config
@@ -58,6 +60,8 @@ def run_cselab(shape: str, steps: int, work: Path) -> dict:
                  f"optim.max_steps={steps + WARMUP}", "train.log_steps=10", "train.num_workers=2"]
     if spec["config"]:
         overrides.append(f"model.from_config={json.dumps(spec['config'])}")
+    if compile_model:
+        overrides.append("train.compile=true")
     torch.cuda.reset_peak_memory_stats()
     summary = train(load_config("simcse", overrides), resume=False, progress=False)
     records = [json.loads(line) for line in (work / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -126,7 +130,10 @@ def run_variant(variant: str, steps: int) -> dict:
 
     library, shape = variant.split(":")
     with tempfile.TemporaryDirectory(prefix="cselab-gpu-") as work:
-        run = (run_cselab if library == "cselab" else run_sentence_transformers)(shape, steps, Path(work))
+        if library == "sentence-transformers":
+            run = run_sentence_transformers(shape, steps, Path(work))
+        else:
+            run = run_cselab(shape, steps, Path(work), compile_model=library == "cselab+compile")
         encode = run.pop("encode")
         run["stsb_dev"] = round(StsbDev(SHARED / "senteval-dev").score(encode), 2)
     return run
@@ -136,6 +143,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=300, help="timed steps per variant (after 20 warm-up steps)")
     parser.add_argument("--shapes", default="minilm,bert-base")
+    parser.add_argument("--compile", default="", help="shapes that also get a cselab+compile row, e.g. bert-base")
     parser.add_argument("--variant-worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.variant_worker:
@@ -146,7 +154,8 @@ def main() -> None:
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else None
     results, ratios = {}, {}
     for shape in args.shapes.split(","):
-        for library in ("cselab", "sentence-transformers"):
+        compiled = ("cselab+compile",) if shape in args.compile.split(",") else ()
+        for library in ("cselab", "sentence-transformers", *compiled):
             variant = f"{library}:{shape}"
             results[variant] = (run_worker(__file__, "--variant-worker", variant, "--steps", str(args.steps))
                                 if device else "not measured")
@@ -163,7 +172,8 @@ def main() -> None:
              f"after {WARMUP} warm-up steps, max_seq_len 32, lr 3e-5; MFU against the vendor's dense peak for the "
              "precision in use. Targets (issue: hardware-aware speed): >= 2x sentence-transformers' sentences/s on "
              "minilm at batch 64, MFU >= 35% on bert-base at batch 512. Command: python benchmarks/bench_gpu.py"
-             + (f" --steps {args.steps}" if args.steps != 300 else ""))
+             + (f" --steps {args.steps}" if args.steps != 300 else "")
+             + (f" --compile {args.compile}" if args.compile else ""))
     write_results("gpu_training", {"device": device, "steps": args.steps, "results": results, "ratios": ratios},
                   "GPU training: cselab vs sentence-transformers (unsupervised SimCSE)",
                   ["variant", "batch", "precision", "sentences/s", "peak GiB", "MFU", "STS-B dev"], rows, notes)

@@ -27,7 +27,7 @@ run() {  # run NAME COMMAND...: time it, keep going after a failure, remember it
   echo "== $name: $((SECONDS - start)) s"
 }
 case ",$PARTS," in *,tests,*) run tests python3 benchmarks/gpu_tests.py ;; esac
-case ",$PARTS," in *,training,*) run training python3 benchmarks/bench_gpu.py --steps 100 ;; esac
+case ",$PARTS," in *,training,*) run training python3 benchmarks/bench_gpu.py --steps 100 --compile bert-base ;; esac
 case ",$PARTS," in *,recipes,*) run recipes python3 benchmarks/gpu_recipes.py --steps 20 --pretrain-seconds 120 ;; esac
 case ",$PARTS," in *,stall,*) run stall python3 benchmarks/bench_checkpoint_stall.py --device cuda ;; esac
 if [ -n "${1:-}" ]; then
