@@ -132,3 +132,17 @@ def test_a_composed_augmenter_cites_its_parts():
     load_all()
     composed = AUGMENTERS.build("one_of", choices=[{"name": "eda_random_swap"}, {"name": "clear_word_deletion"}])
     assert citations.entries(composed.citation) == [citations.EDA, citations.CLEAR]
+
+
+def test_a_further_metrics_best_model_has_its_own_selection_on_its_card(clear_run, tmp_path):
+    import shutil
+
+    run = shutil.copytree(clear_run, tmp_path / "run")
+    kept = SentenceEncoder.from_pretrained(str(run)).save(run / "best-transfer_dev")
+    summary = json.loads((run / "summary.json").read_text())
+    summary.update(best_transfer_dev=81.5, best_transfer_dev_step=2)
+    (run / "summary.json").write_text(json.dumps(summary))
+    assert kept / "README.md" in write_run_cards(run)
+    card = (kept / "README.md").read_text()
+    assert "The best of `transfer_dev` over the evaluations every 0 steps: 81.5 at step 2." in card
+    assert "## Training recipe" in card and "cselab-recipe-clear-del-word" in front_matter(card)["tags"]
