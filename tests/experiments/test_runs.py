@@ -65,3 +65,16 @@ def test_runs_of_one_recipe_with_other_settings_are_named_by_the_keys_that_diffe
                                                         ("simcse temperature=0.1", 1), ("una", 1)]
     varied = next(r for r in runs if r.recipe == "simcse temperature=0.1")
     assert varied.recipe_name == "simcse" and varied.variant == {"objective[0].temperature": 0.1}
+
+
+def test_drawn_values_are_named_in_four_digits_unless_that_would_merge_two_settings(tmp_path):
+    def runs_with(rates):
+        for i, lr in enumerate(rates):
+            path = make_run(tmp_path / str(rates) / str(i), "simcse", 1, 70)
+            config = json.loads((path / "train_config.json").read_text())
+            config["optim"]["lr"] = lr
+            (path / "train_config.json").write_text(json.dumps(config))
+        return sorted(r.recipe for r in find_runs([tmp_path / str(rates)]))
+
+    assert runs_with([3.1622776601683795e-05, 1e-4]) == ["simcse lr=0.0001", "simcse lr=3.162e-05"]
+    assert runs_with([3.16221e-05, 3.16222e-05]) == ["simcse lr=3.16221e-05", "simcse lr=3.16222e-05"]

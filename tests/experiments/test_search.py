@@ -152,6 +152,7 @@ def test_two_real_trials_of_a_tiny_model(settings, tiny_corpus, cli, capsys):
     assert cli(args) == 0
     out = capsys.readouterr().out
     assert "simcse: 2 trials (0 pruned), best stsb_dev" in out
+    assert f"{settings.out} holds " in out and "MB" in out
     study = json.loads((settings.out / "search.json").read_text())["studies"]["simcse"]
     assert [t["state"] for t in study["trials"]] == ["complete", "complete"]
     for trial in study["trials"]:

@@ -194,8 +194,17 @@ def flatten(data, prefix: str = "") -> dict:
     return flat
 
 
-def _value_text(value) -> str:
+def _value_text(value, short: bool) -> str:
+    """A varied key's value in a run's name; ``short``: floats in 4 significant digits (a search draws
+    values like 3.1622776601683795e-05)."""
+    if short and isinstance(value, float):
+        return f"{value:.4g}"
     return value if isinstance(value, str) else json.dumps(value)
+
+
+def _variant_name(recipe: str, short: dict[str, str], values: dict, rounded: bool) -> str:
+    """``recipe key=value ...`` over the varied keys (``short``: each key's name in the label)."""
+    return recipe + " " + " ".join(f"{name}={_value_text(values.get(key), rounded)}" for key, name in short.items())
 
 
 def label_variants(runs: list[Run]) -> list[Run]:
@@ -214,7 +223,10 @@ def label_variants(runs: list[Run]) -> list[Run]:
             continue
         last = [k.rsplit(".", 1)[-1] for k in keys]
         short = {k: (name if last.count(name) == 1 else k) for k, name in zip(keys, last, strict=True)}
+        # rounded names where they still tell the settings apart, the values in full where they would not
+        distinct = {json.dumps([v.get(k) for k in keys]) for v in flat}
+        rounded = len({_variant_name(recipe, short, v, True) for v in flat}) == len(distinct)
         for run, values in zip(group, flat, strict=True):
             run.recipe_name, run.variant = recipe, {k: values.get(k) for k in keys}
-            run.recipe = recipe + " " + " ".join(f"{short[k]}={_value_text(values.get(k))}" for k in keys)
+            run.recipe = _variant_name(recipe, short, values, rounded)
     return runs
