@@ -192,7 +192,11 @@ def choose_step(forward: StepForward, grad_cache_chunk: int | None,
 
 
 def distributed_data_parallel(module: torch.nn.Module) -> torch.nn.Module:
-    """``module`` under DistributedDataParallel on this process's device (gloo on CPU, NCCL on GPU)."""
+    """``module`` under DistributedDataParallel on this process's device (gloo on CPU, NCCL on GPU).
+
+    ``find_unused_parameters`` stays False (True walks the autograd graph every step): nothing
+    trainable goes without a gradient instead (model/encoder.py's poolers; train/parts.py freezes
+    what an MLM-only objective never runs). tests/scale/test_ddp_unused.py holds that promise."""
     from torch.nn.parallel import DistributedDataParallel
 
     device = next(module.parameters()).device
