@@ -265,6 +265,27 @@ def steps_line(summary: dict, max_steps: int | None = None, epochs: int = 1) -> 
     return line
 
 
+def _selection_lines(summary: dict) -> list[str]:
+    """The dev metrics' lines: the one that picked the final model (with its score before training),
+    then each further metric of train.select_on with its own best model."""
+    from cselab.evaluate.dev import metric_key
+
+    lines = []
+    key = summary.get("selected_by")
+    if key not in (None, "last_step", "val_mlm_loss") and summary.get(f"best_{key}") is not None:
+        base = summary.get(f"base_{key}")
+        before = f"{base:.2f} before training -> " if base is not None else ""
+        lines.append(f"  {summary.get('selection_label', key):<15} {before}{summary[f'best_{key}']:.2f} (best, step "
+                     f"{summary['best_step']}; {summary['precision']['precision']})")
+    for entry in summary.get("select_on", [])[1:]:
+        key = metric_key(entry)
+        if summary.get(f"best_{key}") is not None:
+            tasks = " + ".join(summary.get(f"{key}_tasks") or [])
+            lines.append(f"  {summary.get(f'{key}_label', key):<15} {summary[f'best_{key}']:.2f} (best, step "
+                         f"{summary[f'best_{key}_step']}; {tasks}) in {summary[f'{key}_model']}")
+    return lines
+
+
 def format_summary(summary: dict, max_steps: int | None = None, epochs: int = 1) -> str:
     lines = [steps_line(summary, max_steps, epochs),
              f"  corpus          {counted(summary['corpus']['kept'], 'sentence')}"
@@ -278,22 +299,14 @@ def format_summary(summary: dict, max_steps: int | None = None, epochs: int = 1)
     if summary.get("best_val_mlm_loss") is not None:
         lines.append(f"  validation MLM  loss {summary['best_val_mlm_loss']:.4g} (best, step {summary['best_step']}; "
                      f"held-out lines)")
-    if summary["best_stsb_dev"] is not None:
-        base = summary.get("base_stsb_dev")
-        before = f"{base:.2f} before training -> " if base is not None else ""
-        lines.append(f"  STS-B dev       {before}{summary['best_stsb_dev']:.2f} (best, step {summary['best_step']}; "
-                     f"{summary['precision']['precision']})")
-    if summary.get("best_transfer_dev") is not None:
-        tasks = " + ".join(summary["transfer_dev_tasks"])
-        lines.append(f"  transfer dev    {summary['best_transfer_dev']:.2f} (best, step "
-                     f"{summary['best_transfer_dev_step']}; {tasks}) in {summary['transfer_dev_model']}")
+    lines += _selection_lines(summary)
     if summary.get("precision"):
         choice = summary["precision"]
         lines.append(f"  device          {summary['device']}, {choice['precision']} ({choice['reason']})")
     if summary["sentences_per_second"]:
         lines.append(f"  throughput      {summary['sentences_per_second']:.1f} sentences/s")
     lines.append(f"  wall time       {summary['wall_seconds']:.1f} s")
-    if summary["finished"] or summary["best_stsb_dev"] is not None:
+    if summary["finished"] or summary.get("best_step") is not None:
         lines.append(f"  model           {summary['output_dir']}")
     else:
         lines.append(f"  checkpoints     {summary['output_dir']}/checkpoints")

@@ -24,14 +24,16 @@ from __future__ import annotations
 import functools
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import StratifiedKFold
 from threadpoolctl import threadpool_limits
 
 from cselab.errors import UnknownNameError
+
+if TYPE_CHECKING:  # scikit-learn is imported where a probe runs: training's STS-B dev selection never loads it
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedKFold
 
 SEED = 1111  # SentEval's and SimCSE's default seed
 
@@ -123,6 +125,9 @@ def _single_threaded(probe):
 
 
 def _fit(x: np.ndarray, y: np.ndarray, c: float, seed: int) -> LogisticRegression:
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
+
     classifier = LogisticRegression(C=c, random_state=seed, max_iter=1000)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -234,6 +239,8 @@ def _cv_accuracy(x: np.ndarray, y: np.ndarray, reg: float, folds: StratifiedKFol
 def inner_kfold(x: np.ndarray, y: np.ndarray, settings: ProbeSettings) -> dict:
     """Nested cross-validation (SentEval's InnerKFoldClassifier) for tasks with a single file set."""
     cs = settings.grid(INNER_KFOLD_CS)
+    from sklearn.model_selection import StratifiedKFold
+
     outer = StratifiedKFold(n_splits=settings.folds, shuffle=True, random_state=settings.seed)
     inner = StratifiedKFold(n_splits=settings.folds, shuffle=True, random_state=settings.seed)
     dev, test, chosen = [], [], []
@@ -258,6 +265,8 @@ def kfold_then_test(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray
                     y_test: np.ndarray | None, settings: ProbeSettings) -> dict:
     """C by k-fold CV on train (SentEval's KFoldClassifier); test accuracy when a test set is given."""
     cs = settings.grid(KFOLD_CS)
+    from sklearn.model_selection import StratifiedKFold
+
     folds = StratifiedKFold(n_splits=settings.folds, shuffle=True, random_state=settings.seed)
     scan = [_cv_accuracy(x_train, y_train, c, folds, settings) for c in cs]
     best = int(np.argmax(scan))

@@ -13,7 +13,7 @@ import torch
 from cselab.config import Config
 from cselab.data.corpus import corpus_fingerprint
 from cselab.errors import TrainingError
-from cselab.evaluate.dev import StsbDev, TransferDev, find_senteval_dir
+from cselab.evaluate.dev import DevMetric, build_metric, find_senteval_dir, metric_class, metric_key
 from cselab.hardware import PrecisionChoice, choose_precision, resolve_device
 from cselab.model.card import write_run_cards
 from cselab.model.encoder import SentenceEncoder
@@ -95,11 +95,11 @@ def best_model_selection(process: Process, config: Config, encoder: SentenceEnco
     run holds lines out (it picks the best model of an MLM-only run), the further metrics of
     ``train.select_on``; the record of a resumed run. ``known_base_dev``: the starting encoder's STS-B
     dev measured already in these settings (by a sweep, for another run), used instead of scoring it."""
-    dev_dir, dev = on_main(process, lambda: stsb_dev(config), (None, None))
-    selector = BestModel(process.out_dir, dev, encoder, precision, config.train.eval_steps)
+    dev_dir, dev = on_main(process, lambda: primary_metric(config), (None, None))
+    selector = BestModel(process.out_dir, dev, encoder, precision, config.train.eval_steps, config.train.select_on[0])
     selector.attach(validation, mlm_only)  # before reconcile: it reads and writes the marker of this metric
     if process.main and config.train.eval_steps > 0 and not selector.selects:
-        process.say("no STS-B dev data found: the final model is the last step "
+        process.say(f"no {selector.label} data found: the final model is the last step "
                     "(`cselab data download` fetches it; or set data.dev_dir or $CSELAB_DATA)")
     selector.kept = on_main(process, lambda: further_metrics(process, config, dev_dir), [])
     selector.best_dev, selector.best_step = state.best_dev, state.best_step
@@ -108,12 +108,12 @@ def best_model_selection(process: Process, config: Config, encoder: SentenceEnco
         selector.reconcile(state.step)
     if dev is not None and state.step == 0:
         # The starting point, so a run shows what training changed (SimCSE's own tables compare so).
-        if known_base_dev is None:
+        if known_base_dev is None or selector.dev_key != "stsb_dev":  # a sweep knows the base's STS-B dev only
             state.base_dev = selector.score()
-            process.say(f"STS-B dev before training: {state.base_dev:.2f}")
+            process.say(f"{dev.label} before training: {state.base_dev:.2f}")
         else:
             state.base_dev = known_base_dev
-            process.say(f"STS-B dev before training: {state.base_dev:.2f} (measured for an earlier run)")
+            process.say(f"{dev.label} before training: {state.base_dev:.2f} (measured for an earlier run)")
     return selector
 
 
@@ -141,10 +141,16 @@ def caller_stops(process: Process, on_evaluation, step: int, record: dict) -> bo
     return bool(gather_objects(stop)[0]) if process.processes > 1 else stop
 
 
-def stsb_dev(config: Config) -> tuple[Path | None, StsbDev | None]:
-    """The SentEval directory and its STS-B dev pairs, when evaluations are on and the data is found."""
-    dev_dir = find_senteval_dir(config.data.dev_dir) if config.train.eval_steps > 0 else None
-    return dev_dir, None if dev_dir is None else StsbDev(dev_dir)
+def primary_metric(config: Config) -> tuple[Path | None, DevMetric | None]:
+    """The SentEval directory and the metric that picks the final model (``train.select_on``'s first;
+    STS-B dev by default), when evaluations are on and the data is found."""
+    if config.train.eval_steps == 0:
+        return None, None
+    dev_dir = find_senteval_dir(config.data.dev_dir)
+    entry = config.train.select_on[0]
+    if dev_dir is None and metric_class(entry).needs_senteval:
+        return None, None
+    return dev_dir, build_metric(entry, dev_dir)
 
 
 def further_metrics(process: Process, config: Config, dev_dir: Path | None) -> list[KeptModel]:
@@ -152,22 +158,21 @@ def further_metrics(process: Process, config: Config, dev_dir: Path | None) -> l
     data (or evaluations) it cannot: a warning says so, and the summary's METRIC_note; SentEval data
     that lacks the metric's own files fails here, before the first step, naming the file."""
     kept = []
-    for metric in config.train.select_on[1:]:
+    for entry in config.train.select_on[1:]:
         source, note = None, None
         if config.train.eval_steps == 0:
             note = "not evaluated (train.eval_steps is 0)"
-        elif dev_dir is None:
+        elif dev_dir is None and metric_class(entry).needs_senteval:
             note = "not evaluated: no SentEval data found (`cselab data download`; or set data.dev_dir or $CSELAB_DATA)"
         else:
-            source = TransferDev(dev_dir)
+            source = build_metric(entry, dev_dir)
             note = source.note
-        directory = process.out_dir / KEPT_DIR.format(metric=metric)
+        directory = process.out_dir / KEPT_DIR.format(metric=metric_key(entry))
         if source is not None:
-            process.say(f"{metric}: {source.names()} dev accuracy (fast probes) at every evaluation; "
-                        f"its best model goes to {directory}")
+            process.say(f"{source.key}: {source.describe()} at every evaluation; its best model goes to {directory}")
         if note:
-            process.say(f"warning: train.select_on {metric}: {note}")
-        kept.append(KeptModel(metric, directory, source, note))
+            process.say(f"warning: train.select_on {entry}: {note}")
+        kept.append(KeptModel(entry, directory, source, note))
     return kept
 
 
@@ -264,7 +269,7 @@ def summarize(process: Process, config: Config, parts: RunParts, state: RunState
         "precision": precision.to_dict(),
         "first_loss": state.first_loss,
         "final_loss": state.last_loss,
-        "base_stsb_dev": state.base_dev,
+        f"base_{selector.dev_key}": state.base_dev,  # the first metric before training (base_stsb_dev)
         "select_on": list(config.train.select_on),
         **selector.summary(),  # selected_by, best_stsb_dev, best_val_mlm_loss, best_step; best_transfer_dev, ...
         "train_seconds": round(state.train_seconds, 2),

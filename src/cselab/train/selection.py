@@ -2,25 +2,27 @@
 kept in the output directory.
 
 SimCSE's rule: evaluate during training, keep only the best checkpoint's weights as the final
-model; the evaluation is STS-B dev Spearman (higher is better). A run with a validation split
+model; the evaluation is the first metric of ``train.select_on``: STS-B dev Spearman by default, or
+any registered dev metric (``evaluate/dev.py``: ``transfer_dev``, ``sts:PATH`` for your own dev set),
+each of which says whether higher is better. A run with a validation split
 (``data.validation_fraction``) also measures the MLM loss and accuracy on the held-out lines
 (``train/validation.py``); for an objective of MLM alone (pre-training) that loss picks the best
 model (lower is better), since STS-B dev says little about a raw encoder. The best model's marker
 file (``best_model.json``) is written after its files, so a save cut short by a crash is recognised
 and repaired on resume (:meth:`BestModel.reconcile`).
 
-``train.select_on`` names further metrics (AugCSE's: ``transfer_dev``, the transfer tasks' dev
-accuracy) that each keep their own best model, in ``OUTPUT_DIR/best-METRIC/`` with a marker of
-its own (:class:`KeptModel`), written and reconciled the same way; the final model stays the
-first metric's.
+``train.select_on``'s further metrics (AugCSE's: ``transfer_dev``, the transfer tasks' dev
+accuracy) each keep their own best model, in ``OUTPUT_DIR/best-KEY/`` with a marker of its own
+(:class:`KeptModel`), written and reconciled the same way; the final model stays the first metric's.
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from pathlib import Path
 
-from cselab.evaluate.dev import StsbDev, TransferDev
+from cselab.evaluate.dev import DEV_METRICS, DevMetric, metric_class, metric_key
 from cselab.model.encoder import CSELAB_CONFIG, SentenceEncoder
 from cselab.train.checkpoint import write_json_atomic
 from cselab.train.validation import ValidationMlm
@@ -29,8 +31,22 @@ log = logging.getLogger(__name__)
 
 BEST_MODEL = "best_model.json"  # written after the best model's files: absent = that save was cut short
 KEPT_DIR = "best-{metric}"  # a further metric's best model: OUTPUT_DIR/best-transfer_dev/
-# The metrics that can pick a best model; the final model's are stsb_dev and val_mlm_loss.
-LOWER_IS_BETTER = {"stsb_dev": False, "val_mlm_loss": True, "transfer_dev": False}
+
+
+@DEV_METRICS.register("val_mlm_loss", "validation MLM loss on held-out lines: picks an MLM-only run's model itself")
+class ValidationLoss(DevMetric):
+    """The MLM loss on the run's held-out lines (``train/validation.py``), lower is better; the loop picks
+    it for an MLM-only objective (STS-B dev says little about a raw encoder), so recipes do not name it."""
+
+    name, label, higher_is_better = "val_mlm_loss", "validation MLM loss", False
+    needs_senteval, selectable = False, False
+
+    def __init__(self, validation: ValidationMlm):
+        super().__init__(None)
+        self.validation = validation
+
+    def scores(self, encode) -> dict[str, float]:
+        return self.validation()  # val_mlm_loss and val_mlm_acc (the MLM head, not the sentence encoder)
 
 
 def read_marker(path: Path) -> dict | None:
@@ -56,9 +72,9 @@ def reconcile_action(marker_file: Path, best_step: int | None, resumed_step: int
     return ("rewrite" if best_step == resumed_step else "replay"), marker
 
 
-def better(metric: str, value: float, best: float | None) -> bool:
-    """``value`` of ``metric`` beats ``best`` (None: nothing yet, so anything does)."""
-    return best is None or (value < best if LOWER_IS_BETTER[metric] else value > best)
+def better(higher_is_better: bool, value: float, best: float | None) -> bool:
+    """``value`` beats ``best`` (None: nothing yet, so anything does)."""
+    return best is None or (value > best if higher_is_better else value < best)
 
 
 def save_marked(directory: Path, write_model, marker: dict) -> None:
@@ -76,22 +92,25 @@ def warn_replay(directory: Path) -> None:
 
 
 class KeptModel:
-    """The best model by a further metric of ``train.select_on``, kept in ``directory`` with its own
-    marker. ``source`` scores the encoder (None: the metric could not be evaluated; ``note`` says why)."""
+    """The best model by a further metric of ``train.select_on`` (``entry``: its name there), kept in
+    ``directory`` with its own marker. ``source`` scores the encoder (None: the metric could not be
+    evaluated; ``note`` says why)."""
 
-    def __init__(self, metric: str, directory: Path, source: TransferDev | None, note: str | None = None):
-        self.metric, self.directory, self.source, self.note = metric, directory, source, note
+    def __init__(self, entry: str, directory: Path, source: DevMetric | None, note: str | None = None):
+        self.metric, self.directory, self.source, self.note = metric_key(entry), directory, source, note
+        self.higher_is_better = metric_class(entry).higher_is_better
+        self.label = source.label if source is not None else entry
         self.best: float | None = None
         self.step: int | None = None
 
     def offer(self, step: int, value: float, write_model) -> None:
         """Keep the encoder (``write_model(directory)``) if ``value`` is the best so far."""
-        if better(self.metric, value, self.best):
+        if better(self.higher_is_better, value, self.best):
             self.best, self.step = value, step
             self.save(write_model)
 
     def task_names(self) -> list[str] | None:
-        return None if self.source is None else [task.name for task in self.source.tasks]
+        return None if self.source is None else self.source.task_names()
 
     def save(self, write_model) -> None:
         marker = {"step": self.step, self.metric: self.best, "tasks": self.task_names() or []}
@@ -109,63 +128,70 @@ class KeptModel:
     def summary(self) -> dict:
         return {f"best_{self.metric}": self.best, f"best_{self.metric}_step": self.step,
                 f"{self.metric}_model": str(self.directory) if self.step is not None else None,
-                f"{self.metric}_tasks": self.task_names(),
+                f"{self.metric}_tasks": self.task_names(), f"{self.metric}_label": self.label,
                 f"{self.metric}_note": self.note}
 
 
 class BestModel:
     """Evaluates the encoder and saves it to ``out_dir`` when it is the best so far.
 
-    ``metric`` names the evaluation that decides; ``best_dev`` is its best value so far (the
-    checkpoint keeps it under that name, whichever metric it is) and ``best_step`` the step of it.
+    ``dev`` is the metric ``entry`` (``train.select_on``'s first) names, None when its data is not
+    found; ``metric`` is the key of the evaluation that decides (``dev``'s, or ``val_mlm_loss``);
+    ``best_dev`` is its best value so far (the checkpoint keeps it under that name, whichever metric
+    it is) and ``best_step`` the step of it.
     """
 
-    def __init__(self, out_dir: Path, dev: StsbDev | None, encoder: SentenceEncoder, precision: str, every: int):
+    def __init__(self, out_dir: Path, dev: DevMetric | None, encoder: SentenceEncoder, precision: str, every: int,
+                 entry: str = "stsb_dev"):
         self.out_dir, self.dev, self.encoder = out_dir, dev, encoder
         self.precision, self.every = precision, every
         self.best_dev: float | None = None
         self.best_step: int | None = None
-        self.metric = "stsb_dev"
-        self.validation: ValidationMlm | None = None
+        self.dev_key = self.metric = metric_key(entry)
+        self.decider: type[DevMetric] | DevMetric = metric_class(entry)
+        self.label = dev.label if dev is not None else self.decider.label
+        self.validation: ValidationLoss | None = None
         self.raw_encoder = False
         self.kept: list[KeptModel] = []  # the further metrics of train.select_on
 
     def attach(self, validation: ValidationMlm | None, mlm_only: bool) -> None:
         """Validation MLM loss at every evaluation. An MLM-only objective trains no pooled output: its
         validation loss picks the best model, and the model is saved as a raw encoder (below)."""
-        self.validation, self.raw_encoder = validation, mlm_only
+        self.validation = None if validation is None else ValidationLoss(validation)
+        self.raw_encoder = mlm_only
         if mlm_only and validation is not None:
-            self.metric = "val_mlm_loss"
+            self.metric, self.decider, self.label = self.validation.key, self.validation, self.validation.label
 
     @property
     def selects(self) -> bool:
         """Whether evaluations pick the final model (else it is the last step's)."""
-        source = self.dev if self.metric == "stsb_dev" else self.validation
+        source = self.validation if self.decider is self.validation else self.dev
         return self.every > 0 and source is not None
 
     def due(self, step: int, last: bool) -> bool:
         evaluates = self.dev is not None or self.validation is not None or any(k.source is not None for k in self.kept)
         return self.every > 0 and evaluates and (step % self.every == 0 or last)
 
-    def encode(self, sentences: list[str]):
-        """The encoder's embeddings now, in the training precision."""
-        return self.encoder.encode(sentences, batch_size=128, precision=self.precision)
+    def encode(self, sentences: list[str], progress: bool = False):
+        """The encoder's embeddings now, in the training precision (``progress``: an encoding bar)."""
+        return self.encoder.encode(sentences, batch_size=128, precision=self.precision, show_progress=progress)
 
-    def score(self) -> float:
-        """STS-B dev Spearman x 100 of the encoder now (in the training precision)."""
-        return self.dev.score(self.encode)
+    def score(self, progress: bool = False) -> float:
+        """The first metric of the encoder now (STS-B dev Spearman x 100 by default), in the training precision;
+        ``progress``: the encoding shows a bar (the evaluation before training has no training bar to tell)."""
+        return self.dev.score(functools.partial(self.encode, progress=progress))
 
     def evaluate(self, step: int) -> dict[str, float]:
         """Every evaluation of the encoder now, by name; saved as the final model if it is the best,
         and into a further metric's directory where it is that metric's best."""
         scores = {}
         if self.dev is not None:
-            scores["stsb_dev"] = self.score()
+            scores.update(self.dev.scores(self.encode))
         if self.validation is not None:
-            scores.update(self.validation())
+            scores.update(self.validation.scores(self.encode))
         for kept in self.kept:
             if kept.source is not None:
-                scores.update(kept.source.score(self.encode))
+                scores.update(kept.source.scores(self.encode))
         value = scores.get(self.metric)
         if value is not None and self.is_better(value):
             self.best_dev, self.best_step = value, step
@@ -176,7 +202,7 @@ class BestModel:
         return scores
 
     def is_better(self, value: float) -> bool:
-        return better(self.metric, value, self.best_dev)
+        return better(self.decider.higher_is_better, value, self.best_dev)
 
     def write_model(self, directory: Path | None = None) -> None:
         """The encoder as the run's final model (or into ``directory``). A raw encoder's settings leave
@@ -194,12 +220,12 @@ class BestModel:
         save_marked(self.out_dir, self.write_model, {"step": step, self.metric: score})
 
     def summary(self) -> dict:
-        """The run summary's account of the selection (a further metric's: best_METRIC, best_METRIC_step,
-        METRIC_model, METRIC_tasks, METRIC_note)."""
-        summary = {"selected_by": self.metric if self.selects else "last_step",
-                   "best_stsb_dev": self.best_dev if self.metric == "stsb_dev" else None,
-                   "best_val_mlm_loss": self.best_dev if self.metric == "val_mlm_loss" else None,
-                   "best_step": self.best_step}
+        """The run summary's account of the selection: best_KEY of every registered metric (None where it
+        did not decide), the deciding one's value and step; a further metric's best_KEY, best_KEY_step,
+        KEY_model, KEY_tasks, KEY_label, KEY_note."""
+        summary = {"selected_by": self.metric if self.selects else "last_step", "selection_label": self.label,
+                   **{f"best_{name}": None for name in DEV_METRICS.names() if not DEV_METRICS.get(name).takes_argument},
+                   f"best_{self.dev_key}": None, f"best_{self.metric}": self.best_dev, "best_step": self.best_step}
         for kept in self.kept:
             summary.update(kept.summary())
         return summary
@@ -220,7 +246,7 @@ class BestModel:
         """
         action, marker = reconcile_action(self.out_dir / BEST_MODEL, self.best_step, resumed_step)
         if action == "adopt":
-            self.best_dev = next(marker[name] for name in LOWER_IS_BETTER if name in marker)
+            self.best_dev = marker[self.metric]
             self.best_step = marker["step"]
         elif action == "rewrite":
             self.save(self.best_step, self.best_dev)
