@@ -296,6 +296,7 @@ def format_summary(summary: dict, max_steps: int | None = None, epochs: int = 1)
                 if summary["corpus"].get("cleaned") else "")]
     if summary["first_loss"] is not None:
         lines.append(f"  loss            {summary['first_loss']:.4g} -> {summary['final_loss']:.4g}")
+    lines += geometry_lines(summary.get("geometry"))
     if summary.get("best_val_mlm_loss") is not None:
         lines.append(f"  validation MLM  loss {summary['best_val_mlm_loss']:.4g} (best, step {summary['best_step']}; "
                      f"held-out lines)")
@@ -311,6 +312,19 @@ def format_summary(summary: dict, max_steps: int | None = None, epochs: int = 1)
     else:
         lines.append(f"  checkpoints     {summary['output_dir']}/checkpoints")
     return "\n".join(lines)
+
+
+def geometry_lines(geometry: dict | None) -> list[str]:
+    """Alignment and uniformity before -> after training, and what they mean (train/geometry.py)."""
+    if not geometry:
+        return []
+    base, trained = geometry["base"], geometry["trained"]
+    return [f"  alignment       {base['alignment']:.4g} -> {trained['alignment']:.4g}    uniformity  "
+            f"{base['uniformity']:.4g} -> {trained['uniformity']:.4g}   (before -> after; {geometry['lines']} "
+            f"{geometry['source']})",
+            "                  lower is better for both: alignment, the distance between two dropout views of a line "
+            "(what SimCSE pulls together); uniformity, how evenly the lines spread over the sphere (what its "
+            "negatives push apart)"]
 
 
 def _add_encode(sub) -> None:

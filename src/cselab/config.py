@@ -132,6 +132,9 @@ class TrainConfig:
     async_checkpoint: bool = True
     # How many of the newest checkpoints stay on disk (the best model is kept besides, in output_dir).
     keep_checkpoints: int = 1
+    # Alignment and uniformity of the starting and the trained model on this many corpus lines (held out
+    # where the run leaves lines out), in the summary: a before/after signal without dev data (geometry.py).
+    geometry_lines: int = 512
     output_dir: str = "outputs/simcse"
     # Data-loader worker processes for views, tokenisation and masking; null = auto: 2 when training
     # on a GPU (the host prepares the next batches while the GPU computes), 0 on a CPU (workers would
@@ -310,6 +313,8 @@ def validate(config: Config) -> Config:
         ("train.log_steps", config.train.log_steps >= 1, "must be >= 1"),
         ("train.output_dir", config.train.output_dir.strip() != "", "must not be empty"),
         ("train.keep_checkpoints", config.train.keep_checkpoints >= 1, "must be >= 1"),
+        ("train.geometry_lines", config.train.geometry_lines == 0 or config.train.geometry_lines >= 2,
+         "must be 0 (off) or >= 2"),
         ("train.num_workers", config.train.num_workers is None or config.train.num_workers >= 0,
          "must be >= 0 or null (auto)"),
         ("train.seed", 0 <= config.train.seed < 2**32, "must be in [0, 2**32)"),

@@ -226,6 +226,49 @@ def test_encode_refuses_a_folder_as_out_and_an_empty_input(tmp_path):
     assert not (tmp_path / "e.npy").exists()
 
 
+# --- 5: the bar during evaluation ---------------------------------------------------------------------
+
+def test_the_bar_says_when_it_evaluates_and_the_base_evaluation_is_announced(tmp_path, small_corpus, stsb_dev_dir):
+    code, out, err = cli(["train", "--corpus", str(small_corpus), "--output-dir", str(tmp_path / "run"),
+                          "--max-steps", "4", *tiny_sets(**{"train.eval_steps": "2",
+                                                            "data.dev_dir": str(stsb_dev_dir)})])
+    assert code == 0, err
+    assert "evaluating the starting model before training..." in out
+    assert "evaluating STS-B dev..." in err  # the training bar's postfix while it evaluates
+
+
+def test_the_speed_estimate_leaves_the_evaluation_out():
+    import time
+
+    from tqdm import tqdm
+
+    from cselab.train.metrics import MetricsLog
+    from cselab.train.run_dir import RunState
+
+    shown = io.StringIO()
+    bar = tqdm(total=10, file=shown, mininterval=0)
+    bar.update(1)
+    log = MetricsLog(None, RunState(), 1, None, bar)
+    with log.evaluating("STS-B dev"):
+        time.sleep(0.3)
+    assert bar.format_dict["elapsed"] < 0.25  # the 0.3 s evaluation is not training time
+    assert "evaluating STS-B dev..." in shown.getvalue()
+    bar.close()
+
+
+def test_no_nested_bar_writes_escape_codes_into_a_log(tmp_path, small_corpus, stsb_dev_dir):
+    """A sweep's bar is open and stderr is a file: the training bar and the encoding bar stay away."""
+    from tqdm import tqdm
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        outer = tqdm(total=1, desc="sweep")
+        code = main(["train", "--corpus", str(small_corpus), "--output-dir", str(tmp_path / "run"), "--max-steps",
+                     "2", *tiny_sets(**{"train.eval_steps": "2", "data.dev_dir": str(stsb_dev_dir)})])
+        outer.close()
+    assert code == 0 and "\x1b[" not in err.getvalue(), err.getvalue()[-2000:]
+
+
 # --- 9: the summary's losses, the column a table is read from -----------------------------------------
 
 def test_the_summary_losses_are_the_first_and_last_logged_windows(tmp_path, small_corpus):
@@ -246,3 +289,41 @@ def test_a_table_corpus_says_which_column_it_trains_on(tmp_path):
                           *tiny_sets()])
     assert code == 0, err
     assert f"corpus: training on the 'text' column of {corpus} (--set data.column=NAME for another)" in out
+
+
+# --- 10: a before/after signal without dev data -------------------------------------------------------
+
+def test_the_summary_shows_alignment_and_uniformity_before_and_after(tmp_path, small_corpus):
+    from cselab.train.geometry import HELD_OUT
+
+    runs = {}
+    for lines in ("512", "0"):
+        out_dir = tmp_path / f"run-{lines}"
+        code, out, err = cli(["train", "--corpus", str(small_corpus), "--output-dir", str(out_dir), "--max-steps", "4",
+                              *tiny_sets(**{"data.max_sentences": "30", "train.geometry_lines": lines,
+                                            "optim.lr": "1e-3"})])
+        assert code == 0, err
+        runs[lines] = (out, json.loads((out_dir / "summary.json").read_text()), (out_dir / "metrics.jsonl"))
+    out, summary, metrics = runs["512"]
+    geometry = summary["geometry"]
+    assert geometry["lines"] == 10 and geometry["source"] == HELD_OUT  # the 10 lines the cap of 30 left out
+    assert geometry["base"] != geometry["trained"]
+    assert all(-5 < geometry[when]["uniformity"] <= 0 and 0 <= geometry[when]["alignment"] <= 4
+               for when in ("base", "trained"))
+    shown = f"{geometry['base']['alignment']:.4g} -> {geometry['trained']['alignment']:.4g}"
+    assert f"alignment       {shown}" in out and "lower is better for both" in out
+    assert runs["0"][1]["geometry"] is None and "alignment" not in runs["0"][0]
+    # Measured outside the training's random stream: the same steps, the same losses.
+    losses = [[json.loads(line)["loss"] for line in path.read_text().splitlines()] for _, _, path in runs.values()]
+    assert losses[0] == losses[1]
+
+
+def test_left_out_lines_are_the_ones_the_cap_does_not_train_on(tmp_path):
+    from cselab.data.indexed import left_out_lines, read_corpus
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(f"line number {i}\n" for i in range(50)))
+    trained, _ = read_corpus(str(corpus), None, 20, seed=3)
+    held_out = left_out_lines(str(corpus), None, 20, 3, count=100)
+    assert len(held_out) == 30 and not set(held_out) & set(trained)
+    assert left_out_lines(str(corpus), None, None, 3, count=100) == []

@@ -238,9 +238,8 @@ def read_corpus(spec: str, column: str | None = None, max_sentences: int | None 
     except OSError as exc:  # the corpus, or the cache beside it
         where = f": {exc.filename}" if exc.filename and str(exc.filename) != os.path.expanduser(spec) else ""
         raise CorpusError(f"{spec}: cannot read ({exc.strerror or exc}{where})") from None
-    if max_sentences is not None and len(sentences) > max_sentences:
-        rng = random.Random(seed)
-        keep = sorted(rng.sample(range(len(sentences)), max_sentences))
+    keep = sample_rows(len(sentences), max_sentences, seed)
+    if keep is not None:
         stats.skipped["over_max_sentences"] += len(sentences) - max_sentences
         sentences = sentences.select(keep) if hasattr(sentences, "select") else [sentences[i] for i in keep]
         stats.kept = len(sentences)
@@ -248,3 +247,24 @@ def read_corpus(spec: str, column: str | None = None, max_sentences: int | None 
         skipped = f" ({stats.summary().split('; ', 1)[1]})" if stats.skipped or stats.cleaned else ""
         raise CorpusError(f"{spec}: needs at least 2 sentences, found {len(sentences)}{skipped}")
     return sentences, stats
+
+
+def sample_rows(total: int, max_sentences: int | None, seed: int) -> list[int] | None:
+    """The rows a cap of ``max_sentences`` keeps (a seeded sample, in order); None: every row."""
+    if max_sentences is None or total <= max_sentences:
+        return None
+    return sorted(random.Random(seed).sample(range(total), max_sentences))
+
+
+def left_out_lines(spec: str, column: str | None, max_sentences: int | None, seed: int, count: int) -> list[str]:
+    """Up to ``count`` lines (a seeded pick) that the cap ``max_sentences`` leaves out of training; [] when
+    the cap leaves none out."""
+    if max_sentences is None:
+        return []
+    every, _ = read_corpus(spec, column)
+    keep = sample_rows(len(every), max_sentences, seed)
+    if keep is None:
+        return []
+    kept = set(keep)
+    rest = [row for row in range(len(every)) if row not in kept]
+    return [every[row] for row in sorted(random.Random(seed).sample(rest, min(count, len(rest))))]

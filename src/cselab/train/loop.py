@@ -85,7 +85,8 @@ def train(config: Config, resume: bool = True, progress: bool = True, base_dev: 
                     record = metrics.close_window(update.lr(), process.advice(precision.precision))
                     update.check_loss_scale(state.step)
                     if evaluate:
-                        record.update(selector.evaluate(state.step))
+                        with metrics.evaluating(selector.label):
+                            record.update(selector.evaluate(state.step))
                     metrics.write(record)
                     if last and not selector.selects and process.main:  # no evaluation: the final model is the
                         selector.write_model()  # last step's, written before its checkpoint

@@ -10,9 +10,12 @@ evaluation and checkpoint, so no checkpoint or best model is written from a non-
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -109,3 +112,25 @@ class MetricsLog:
     def restart_window(self) -> None:
         """Start the clock again after work that is not training (evaluation, checkpoints)."""
         self.started = time.perf_counter()
+
+    @contextlib.contextmanager
+    def evaluating(self, label: str) -> Iterator[None]:
+        """The bar says what runs while the model is evaluated (a frozen bar looks like a hang), and its
+        s/step estimate leaves the evaluation's time out."""
+        if self.bar is None:
+            yield
+            return
+        self.bar.set_postfix_str(f"evaluating {label}...", refresh=True)
+        try:
+            yield
+        finally:
+            self.bar.unpause()  # tqdm's clock goes on from now: the evaluation is no step's time
+
+
+def bars_allowed() -> bool:
+    """Whether a progress bar may be drawn: a bar beside another one (a sweep's) moves the cursor with
+    escape codes that a log file shows raw, so where stderr is no terminal only the outermost is drawn.
+    (tqdm keeps its open bars in ``tqdm._instances``; it has no public way to ask.)"""
+    from tqdm import tqdm
+
+    return sys.stderr.isatty() or not getattr(tqdm, "_instances", None)

@@ -19,6 +19,8 @@ from cselab.model.card import write_run_cards
 from cselab.model.encoder import SentenceEncoder
 from cselab.train import checkpoint as ckpt
 from cselab.train.distributed import gather_objects, world_size
+from cselab.train.geometry import base_geometry, geometry_summary
+from cselab.train.metrics import bars_allowed
 from cselab.train.optimizer import OptimizerStep
 from cselab.train.parts import RunParts
 from cselab.train.run_dir import RunState, resume_state
@@ -76,7 +78,7 @@ class Process:
         self.accelerator.wait_for_everyone()
 
     def progress_bar(self, recipe: str, total: int, initial: int):
-        if not self.main:
+        if not self.main or not bars_allowed():
             return None
         from tqdm.auto import tqdm
 
@@ -109,7 +111,8 @@ def best_model_selection(process: Process, config: Config, encoder: SentenceEnco
     if dev is not None and state.step == 0:
         # The starting point, so a run shows what training changed (SimCSE's own tables compare so).
         if known_base_dev is None or selector.dev_key != "stsb_dev":  # a sweep knows the base's STS-B dev only
-            state.base_dev = selector.score()
+            process.say("evaluating the starting model before training...")
+            state.base_dev = selector.score(progress=process.main and bars_allowed())
             process.say(f"{dev.label} before training: {state.base_dev:.2f}")
         else:
             state.base_dev = known_base_dev
@@ -181,7 +184,10 @@ def start_or_resume(process: Process, latest: Path | None, parts: RunParts, opti
     """A fresh run's state, or the state of the checkpoint ``latest`` with everything restored."""
     fingerprint = corpus_fingerprint(parts.corpus)
     if latest is None:
-        return RunState(corpus_sha256=fingerprint, vocabulary_sha256=parts.vocabulary_sha256)
+        state = RunState(corpus_sha256=fingerprint, vocabulary_sha256=parts.vocabulary_sha256)
+        if process.main:  # the starting model, measured before it trains
+            state.base_geometry = base_geometry(config, parts.encoder, parts.corpus)
+        return state
     state = resume_state(latest, parts.trainable, optimizer, scheduler, fingerprint, config.data.corpus, process.rank,
                          parts.vocabulary_sha256)
     process.first_step, process.wall_before = state.step, state.wall_seconds
@@ -269,6 +275,7 @@ def summarize(process: Process, config: Config, parts: RunParts, state: RunState
         "precision": precision.to_dict(),
         "first_loss": state.first_loss,
         "final_loss": state.last_loss,
+        "geometry": geometry_summary(config, parts.encoder, parts.corpus, state.base_geometry if process.main else {}),
         f"base_{selector.dev_key}": state.base_dev,  # the first metric before training (base_stsb_dev)
         "select_on": list(config.train.select_on),
         **selector.summary(),  # selected_by, best_stsb_dev, best_val_mlm_loss, best_step; best_transfer_dev, ...

@@ -41,6 +41,7 @@ class RunState:
     wall_seconds: float = 0.0  # wall time of the run up to this checkpoint, over every invocation
     kept_best: dict = field(default_factory=dict)  # train.select_on's further metrics: {metric: [best, step]}
     vocabulary_sha256: str | None = None  # model.wordpiece_vocab_size: the trained vocabulary's tokenizer_fingerprint
+    base_geometry: dict = field(default_factory=dict)  # the starting model's alignment/uniformity (geometry.py)
 
     def advance(self, batch_step: int, sentences: int) -> None:
         """Account the step just taken (``batch_step`` is 0-based; ``step`` counts the steps done)."""
