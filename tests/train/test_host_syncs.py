@@ -29,9 +29,15 @@ def test_every_recipe_trains_without_a_host_sync_inside_its_steps(recipe, tiny_c
     assert counter.total == 0, describe(counter)
 
 
-@pytest.mark.parametrize("setting", ["model.unpad=false", "train.fast_cpu=false", "optim.grad_cache_chunk=4"])
+# The padded forward with the fast-dropout attention, with transformers' SDPA attention (a GPU's
+# path: its mask is built without transformers' padding_mask.all()), and GradCache's chunks.
+SETTINGS = {"padded": ["model.unpad=false"], "padded_sdpa": ["model.unpad=false", "train.fast_cpu=false"],
+            "gradcache": ["optim.grad_cache_chunk=4"]}
+
+
+@pytest.mark.parametrize("setting", sorted(SETTINGS))
 def test_the_padded_forward_and_gradcache_make_no_host_sync_either(setting, tiny_corpus, tmp_path, monkeypatch):
-    overrides = [*tiny_overrides(tiny_corpus, tmp_path / "run"), "optim.max_steps=3", setting]
+    overrides = [*tiny_overrides(tiny_corpus, tmp_path / "run"), "optim.max_steps=3", *SETTINGS[setting]]
     from cselab.config import load_config
     from cselab.train.loop import train
 
