@@ -131,10 +131,11 @@ def require_paper_setting(config, fetch_data: bool = True) -> None:
     download failed is named in its piece's entry. The model itself is only checked: the first training
     run downloads it through transformers."""
     from cselab.errors import ConfigError
+    from cselab.model.source import hub_offline
 
     model = _missing_model(config.model.name_or_path)
     corpus, senteval = _missing_corpus(config.data.corpus), _missing_senteval(config.data.dev_dir)
-    if fetch_data and not model and (corpus or senteval) and not _hub_offline():
+    if fetch_data and not model and (corpus or senteval) and not hub_offline():
         corpus, senteval = _fetch_missing_data(config, corpus, senteval)
     missing = [m for m in (model, corpus, senteval) if m]
     if missing:
@@ -172,35 +173,18 @@ def _fetch_missing_data(config, corpus: str | None, senteval: str | None) -> tup
 
 def _missing_model(name: str) -> str | None:
     """Loadable without downloading (a local directory, the Hugging Face cache), or the Hub is reachable."""
+    from cselab.model.source import hub_offline, in_hub_cache
+
     if name == "minilm":
         return None
     path = Path(name).expanduser()
     if path.exists():
         return None if (path / "config.json").is_file() else \
             f"model {name} (a directory without config.json; pass a Hugging Face model directory)"
-    if _in_hub_cache(name) or (not _hub_offline() and _hub_answers(name)):
+    if in_hub_cache(name) or (not hub_offline() and _hub_answers(name)):
         return None
     return (f"model {name} (not in the Hugging Face cache, Hub unreachable; get it with "
             f"`huggingface-cli download {name}` where there is network)")
-
-
-def _in_hub_cache(name: str) -> bool:
-    from huggingface_hub import try_to_load_from_cache
-
-    try:
-        cached = [try_to_load_from_cache(name, file) for file in ("config.json", "model.safetensors")]
-    except Exception:  # noqa: BLE001 - a name the Hub would refuse is simply not cached
-        return False
-    return all(isinstance(found, str) for found in cached)
-
-
-def _hub_offline() -> bool:
-    import os
-
-    from huggingface_hub import constants
-
-    flags = (os.environ.get("HF_HUB_OFFLINE"), os.environ.get("TRANSFORMERS_OFFLINE"))
-    return constants.HF_HUB_OFFLINE or any(str(f).upper() in {"1", "ON", "YES", "TRUE"} for f in flags if f)
 
 
 def _hub_answers(name: str) -> bool:

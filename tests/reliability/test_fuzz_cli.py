@@ -145,7 +145,7 @@ PLAUSIBLE = {
     "model.pooler": ["auto", "cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2"],
     "model.mlp": ["auto", "true", "false"], "model.mlp_only_train": ["true", "false"],
     "model.max_seq_len": ["4", "5", "64", "100000"], "model.projection": ["none", "bn_mlp", "mlp"],
-    "model.unpad": ["auto", "true", "false"], "data.max_sentences": ["null", "2", "3", "1000"],
+    "model.unpad": ["auto", "true", "false"], "data.max_sentences": ["null", "auto", "2", "3", "1000"],
     "data.length_grouping": ["0", "1", "2", "50"], "views.positive_prob": ["0", "0.5", "1"],
     "views.positive": ["dropout", "eda_random_swap", "eda_random_deletion", "random_crop", "word_repetition"],
     "views.negative": ["none", "eda_random_swap", "clear_word_deletion"], "views.negative_every": ["1", "2", "1000"],
