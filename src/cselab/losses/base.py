@@ -17,15 +17,14 @@ import torch
 
 @dataclass
 class MaskedTokens:
-    """The MLM pass of a step: final hidden states at the masked positions and what they were.
+    """The MLM pass of a step: the encoder's MLM head over the masked positions, and what they were.
 
-    hidden: (K, h) backbone outputs at the K masked positions; labels: (K,) original token ids;
-    output_embeddings: (V, h) the backbone's input embedding matrix (the tied decoder).
+    logits: (K, V) the backbone's own MLM head (``model/mlm_head.py``) at the K masked positions;
+    labels: (K,) the original token ids.
     """
 
-    hidden: torch.Tensor
+    logits: torch.Tensor
     labels: torch.Tensor
-    output_embeddings: torch.Tensor
 
 
 @dataclass

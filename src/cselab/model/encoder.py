@@ -185,6 +185,8 @@ class SentenceEncoder(nn.Module):
         self.mlp = SimCSEMLP(backbone.config.hidden_size) if use_mlp else None
         self.unpadded = False  # a speed setting of the training loop, not saved: see use_unpadded()
         self.base_pooler: dict[str, torch.Tensor] | None = None  # see _pooler_state (a plain dict: not trained)
+        # The backbone's own MLM head (model/mlm_head.py), set by training when an MLM term needs it; saved beside.
+        self.mlm_head: nn.Module | None = None
 
     def use_unpadded(self) -> bool:
         """Run the backbone on real tokens only (model/unpadded.py) where its layout allows."""
@@ -446,6 +448,8 @@ def _st_modules():
     return Dense, Pooling, WeightedLayerPooling
 
 
+        if self.mlm_head is not None:  # continued pre-training resumes it (sentence-transformers ignores the file)
+            self.mlm_head.save(path)
 def _st_model_config() -> dict:
     """``config_sentence_transformers.json`` with the keys sentence-transformers writes (its ``save``):
     the library versions, no prompts, cosine similarity."""

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from cselab import citations
-from cselab.config import Config
+from cselab.config import Config, ModelConfig
 from cselab.data.collate import Collator, StepDataset, StepPlan
 from cselab.data.corpus import CorpusError, CorpusStats
 from cselab.data.indexed import read_corpus
@@ -22,9 +22,10 @@ from cselab.data.views import ViewBuilder
 from cselab.data.wordpiece import WordPieceVocabulary, wordpiece_tokenizer
 from cselab.errors import ConfigError
 from cselab.losses import Objective, build_objective
-from cselab.model.encoder import SentenceEncoder
+from cselab.model.encoder import SentenceEncoder, resolve_model_path
 from cselab.model.heads import build_head
 from cselab.train.cpu_speed import reuse_freed_memory, use_fast_dropout, use_persistent_embedding_grad
+from cselab.model.mlm_head import MlmHead
 from cselab.train.signals import quiet_worker
 from cselab.train.validation import validation_batches
 
@@ -66,6 +67,8 @@ def build_parts(config: Config, device: torch.device, processes: int = 1, rank: 
     check_views_for(objective, config)
     if not objective.encodes_views:  # MLM alone never runs them: frozen, as DDP stops on a parameter without gradient
         for unused in (encoder.mlp, head):
+    if any("masked" in term.needs for term in objective.terms):
+        encoder.mlm_head = mlm_head(encoder, config.model)
             if unused is not None:
                 unused.requires_grad_(False)
     trainable = torch.nn.ModuleList([encoder, head, *objective.terms]).to(device)
@@ -156,6 +159,18 @@ def build_encoder(config: Config, tokenizer=None) -> SentenceEncoder:
 
 def term_context(encoder: SentenceEncoder, head: torch.nn.Module, config: Config) -> dict:
     """What a term may need to build its own parameters, known before step 1."""
+def mlm_head(encoder: SentenceEncoder, model: ModelConfig) -> MlmHead:
+    """The backbone's own MLM head, with the weights the model's checkpoint has for it (a Hugging Face
+    checkpoint's ``cls.predictions``, a cselab raw encoder's ``mlm_head.safetensors``); a model built
+    from a config starts from the architecture's initialisation."""
+    head = MlmHead(encoder.backbone)
+    if model.from_config is None and head.load_from(resolve_model_path(model.name_or_path)):
+        log.info("MLM head: %s's own weights", model.name_or_path)
+    elif model.from_config is None:
+        log.info("MLM head: %s has none; it starts from the architecture's initialisation", model.name_or_path)
+    return head
+
+
     with torch.no_grad():
         was_training = head.training
         head.eval()
@@ -163,9 +178,7 @@ def term_context(encoder: SentenceEncoder, head: torch.nn.Module, config: Config
         head.train(was_training)
     backbone_config = encoder.backbone.config
     return {"embedding_size": embedding_size, "hidden_size": encoder.hidden_size,
-            "vocab_size": encoder.input_embeddings().shape[0], "model_type": backbone_config.model_type,
-            "hidden_act": getattr(backbone_config, "hidden_act", None),
-            "layer_norm_eps": getattr(backbone_config, "layer_norm_eps", None),
+            "model_type": backbone_config.model_type,
             "num_labels": len(config.views.label) + 1 if config.views.label else None}
 
 

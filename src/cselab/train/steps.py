@@ -53,17 +53,15 @@ class StepForward(torch.nn.Module):
             return self.head(self.encoder(features, real_tokens=real_tokens))
 
     def masked_tokens(self, batch: Batch) -> MaskedTokens | None:
-        """The MLM pass: the backbone over the masked tokens, hidden states at the masked positions."""
+        """The MLM pass: the backbone over the masked tokens, its MLM head at the masked positions."""
         if batch.masked is None:
             return None
         masked = batch.masked
         features = {k: v.to(self.device, non_blocking=True) for k, v in masked.features.items()}
         with autocast(self.device, self.precision):
             states = self.encoder.token_states(features)
-        positions = masked.positions.to(self.device, non_blocking=True)
-        hidden = states.reshape(-1, states.shape[-1]).index_select(0, positions)
-        return MaskedTokens(hidden=hidden, labels=masked.labels.to(self.device, non_blocking=True),
-                            output_embeddings=self.encoder.input_embeddings())
+            logits = self.encoder.mlm_head(states.reshape(-1, states.shape[-1]).index_select(0, positions))
+        return MaskedTokens(logits=logits, labels=masked.labels.to(self.device, non_blocking=True))
 
     def loss(self, embeddings: torch.Tensor | None, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         inputs = LossInputs(masked=self.masked_tokens(batch))
