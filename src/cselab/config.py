@@ -140,6 +140,9 @@ class TrainConfig:
     # on a GPU (the host prepares the next batches while the GPU computes), 0 on a CPU (workers would
     # take cores from the matmuls).
     num_workers: int | None = None
+    # Several processes: how long a collective waits for a process that does not arrive (one rank
+    # evaluating or saving alone, a dead node) before the run fails instead of hanging.
+    dist_timeout_minutes: float = 30.0
     compile: bool = False
     # On a CPU: cheaper dropout masks and reuse of freed memory (train/cpu_speed.py).
     fast_cpu: bool = True
@@ -317,6 +320,8 @@ def validate(config: Config) -> Config:
          "must be 0 (off) or >= 2"),
         ("train.num_workers", config.train.num_workers is None or config.train.num_workers >= 0,
          "must be >= 0 or null (auto)"),
+        ("train.dist_timeout_minutes", is_finite(config.train.dist_timeout_minutes)
+         and config.train.dist_timeout_minutes > 0, "must be a finite number > 0"),
         ("train.seed", 0 <= config.train.seed < 2**32, "must be in [0, 2**32)"),
         ("views.negative_every", config.views.negative_every >= 1, "must be >= 1"),
         ("views.positive_prob", 0 <= config.views.positive_prob <= 1, "must be in [0, 1]"),

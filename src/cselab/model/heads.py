@@ -41,10 +41,13 @@ def diffcse_mlp(hidden_size: int, output_size: int | None = None) -> nn.Module:
     code, which the AugCSE authors reuse; the paper says only "2-layer projection with batch norm").
 
     Batch norm: the training step calls the head once on all rows of the step (anchors, positives
-    and label views together, ``train/steps.py:StepForward.embed``), as DiffCSE/AugCSE do on
+    and label views together, ``train/steps.py:StepForward.project``), as DiffCSE/AugCSE do on
     their flattened (batch x views) tensor, so every view is normalised with the same statistics.
-    Under GradCache (``optim.grad_cache_chunk``) each chunk gets its own statistics instead, and
-    the running averages are updated twice per step (cache pass and replay): use the plain step.
+    With several processes it runs over the rows gathered from all of them, so the statistics are
+    the global batch's, as with one process of that batch (``SyncBatchNorm``'s effect, which torch
+    offers on GPUs only; the head's cost is small next to the encoder's, so each process computing
+    it over the global batch costs little). Under GradCache (``optim.grad_cache_chunk``) the head
+    runs once, in the loss pass, over the whole step as well.
     The head is training-only: ``SentenceEncoder.save`` writes the encoder, never the head, so
     the saved sentence-transformers model is the [CLS] encoder, as the paper evaluates it.
     """

@@ -70,16 +70,18 @@ def train(config: Config, resume: bool = True, progress: bool = True, base_dev: 
         parts.trainable.train()
         schedule = SaveSchedule(config, process)
         # The writer is joined when the block ends (also on an error), before the run's summary and lock.
-        with stop_on_signals() as stop, metrics, CheckpointWriter(config.train.async_checkpoint) as writer:
+        with (stop_on_signals(process.device) as stop, metrics,
+              CheckpointWriter(config.train.async_checkpoint) as writer):
             metrics.restart_window()  # the clock starts with the first batch, not with the loader's start-up
-            for batch in loader:
+            for batch in metrics.timed(loader):  # the time spent waiting for each batch: loader_wait
                 result = step(batch)
                 grad_norm = update()
                 state.advance(batch.step, batch.num_sentences * process.processes)
-                last, stopping = state.step == len(parts.plan), stop.requested
+                last = state.step == len(parts.plan)
                 metrics.add(result, grad_norm, batch, update.overflow_is_fault)
                 window = metrics.due(last)
                 evaluate = selector.due(state.step, last)
+                stopping = stop.agreed(window or evaluate)  # with several processes, decided by all of them
                 save = schedule.due(state.step, last, window) or stopping
                 if window or evaluate or save:
                     record = metrics.close_window(update.lr(), process.advice(precision.precision))

@@ -7,15 +7,21 @@ loss or gradient norm was not finite. ``close_window`` reads it all back in one 
 :class:`~cselab.errors.TrainingError` naming the first non-finite step, and returns the window's
 record (means over its steps) for ``metrics.jsonl``. The loop closes the window before every
 evaluation and checkpoint, so no checkpoint or best model is written from a non-finite state.
+
+``loader_wait`` is the share of a window's wall time the loop spent waiting for its next batch (the
+loader's workers, or with none the main process, building views, tokens and masks). On a GPU it is
+host time: while the GPU still runs queued steps, a wait costs nothing, so it reads high only when
+the batches cannot keep up with the GPU.
 """
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import torch
@@ -26,6 +32,15 @@ from cselab.train.run_dir import RunState
 from cselab.train.steps import StepResult
 from cselab.train.throughput import Throughput
 
+log = logging.getLogger("cselab.train")
+
+SLOW_LOADER = 0.2  # a loader_wait above this share gets a hint
+
+
+def loader_hint(share: float) -> str:
+    return (f"loader_wait {share:.0%}: training waits that long for its batches; cache the augmentations with "
+            f"`cselab augment` (read back by the `cached` augmenter) or raise train.num_workers")
+
 
 class MetricsLog:
     def __init__(self, path: Path | None, state: RunState, log_steps: int, throughput: Throughput, bar=None,
@@ -34,6 +49,8 @@ class MetricsLog:
         self.throughput, self.bar = throughput, bar
         self.live = live  # train.report_to's loggers (live_logs.LiveLogs), main process only
         self.file = None
+        self.windows = 0  # windows closed by this invocation (its first one holds the loader's start-up)
+        self.hinted = False
         self._reset()
 
     def __enter__(self) -> MetricsLog:
@@ -53,7 +70,20 @@ class MetricsLog:
         self.sums: dict[str, torch.Tensor] = {}
         self.steps = 0
         self.bad: torch.Tensor | None = None  # [first non-finite step, 1 = loss / 2 = gradient norm]
+        self.waited = 0.0  # seconds spent waiting for batches in this window
         self.started = time.perf_counter()
+
+    def timed(self, batches: Iterable) -> Iterator:
+        """``batches`` as they come, the time spent waiting for each added to the window's ``loader_wait``."""
+        iterator = iter(batches)
+        while True:
+            began = time.perf_counter()
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                return
+            self.waited += time.perf_counter() - began
+            yield batch
 
     def add(self, result: StepResult, grad_norm: torch.Tensor, batch: Batch, overflow_is_fault: bool = True) -> None:
         """Account the step just finished (``state.step``); no host synchronisation. Without
@@ -94,6 +124,12 @@ class MetricsLog:
             self.state.first_loss = record["loss"]
         self.state.last_loss = record["loss"]
         record["window_steps"], record["window_seconds"] = self.steps, round(seconds, 4)
+        record["loader_wait"] = round(min(self.waited / seconds, 1.0), 4) if seconds > 0 else 0.0
+        self.state.loader_wait_seconds += self.waited
+        self.windows += 1
+        if self.windows > 1 and record["loader_wait"] > SLOW_LOADER and not self.hinted:
+            log.warning("step %d: %s", self.state.step, loader_hint(record["loader_wait"]))
+            self.hinted = True
         record.update(self.throughput.record(seconds))
         self._reset()
         return record

@@ -3,6 +3,7 @@ head, objective, step plan, data loader, optimiser and learning-rate schedule.""
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,8 +25,9 @@ from cselab.errors import ConfigError
 from cselab.losses import Objective, build_objective
 from cselab.model.encoder import SentenceEncoder, resolve_model_path
 from cselab.model.heads import build_head
-from cselab.train.cpu_speed import reuse_freed_memory, use_fast_dropout, use_persistent_embedding_grad
 from cselab.model.mlm_head import MlmHead
+from cselab.train.cpu_speed import reuse_freed_memory, use_fast_dropout, use_persistent_embedding_grad
+from cselab.train.distributed import local_processes
 from cselab.train.signals import quiet_worker
 from cselab.train.validation import validation_batches
 
@@ -65,10 +67,10 @@ def build_parts(config: Config, device: torch.device, processes: int = 1, rank: 
     head = build_head(config.model.projection, encoder.hidden_size, **config.model.projection_params)
     objective = build_objective(config.objective, term_context(encoder, head, config))
     check_views_for(objective, config)
-    if not objective.encodes_views:  # MLM alone never runs them: frozen, as DDP stops on a parameter without gradient
-        for unused in (encoder.mlp, head):
     if any("masked" in term.needs for term in objective.terms):
         encoder.mlm_head = mlm_head(encoder, config.model)
+    if not objective.encodes_views:  # MLM alone never runs them: frozen, as DDP stops on a parameter without gradient
+        for unused in (encoder.mlp, head):
             if unused is not None:
                 unused.requires_grad_(False)
     trainable = torch.nn.ModuleList([encoder, head, *objective.terms]).to(device)
@@ -157,8 +159,6 @@ def build_encoder(config: Config, tokenizer=None) -> SentenceEncoder:
                                            trust_remote_code=m.trust_remote_code)
 
 
-def term_context(encoder: SentenceEncoder, head: torch.nn.Module, config: Config) -> dict:
-    """What a term may need to build its own parameters, known before step 1."""
 def mlm_head(encoder: SentenceEncoder, model: ModelConfig) -> MlmHead:
     """The backbone's own MLM head, with the weights the model's checkpoint has for it (a Hugging Face
     checkpoint's ``cls.predictions``, a cselab raw encoder's ``mlm_head.safetensors``); a model built
@@ -171,6 +171,8 @@ def mlm_head(encoder: SentenceEncoder, model: ModelConfig) -> MlmHead:
     return head
 
 
+def term_context(encoder: SentenceEncoder, head: torch.nn.Module, config: Config) -> dict:
+    """What a term may need to build its own parameters, known before step 1."""
     with torch.no_grad():
         was_training = head.training
         head.eval()
@@ -229,11 +231,28 @@ def plan_steps(corpus, config: Config, processes: int = 1) -> StepPlan:
     return plan
 
 
+# Auto never starts more: each worker holds its own copy of the augmenters (spaCy pipelines,
+# translation models) and prefetches its own batches, so memory grows with the count.
+MAX_AUTO_WORKERS = 8
+
+
+def loader_workers(config: Config, device: torch.device) -> int:
+    """``train.num_workers``, or for null (auto): on a GPU, this process's share of the cores it may
+    run on (its CPU affinity divided among the run's processes on this machine), less one for the
+    training loop itself, at least 1 and at most ``MAX_AUTO_WORKERS``; on a CPU none (workers would
+    take cores from the matmuls)."""
+    if config.train.num_workers is not None:
+        return config.train.num_workers
+    if device.type != "cuda":
+        return 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(MAX_AUTO_WORKERS, cores // local_processes() - 1))
+
+
 def make_loader(parts: RunParts, config: Config, start_step: int, rank: int, processes: int,
                 device: torch.device) -> torch.utils.data.DataLoader:
-    workers = config.train.num_workers
-    if workers is None:
-        workers = 2 if device.type == "cuda" else 0
+    workers = loader_workers(config, device)
+    log.info("data loader: %d worker processes", workers)
     return torch.utils.data.DataLoader(
         StepDataset(parts.corpus, parts.plan, start_step, rank, processes), batch_size=None, shuffle=False,
         collate_fn=parts.collator, num_workers=workers, persistent_workers=False, worker_init_fn=quiet_worker,

@@ -18,9 +18,9 @@ from cselab.hardware import PrecisionChoice, choose_precision, resolve_device
 from cselab.model.card import write_run_cards
 from cselab.model.encoder import SentenceEncoder
 from cselab.train import checkpoint as ckpt
-from cselab.train.distributed import gather_objects, world_size
+from cselab.train.distributed import gather_objects, join
 from cselab.train.geometry import base_geometry, geometry_summary
-from cselab.train.metrics import bars_allowed
+from cselab.train.metrics import SLOW_LOADER, bars_allowed, loader_hint
 from cselab.train.optimizer import OptimizerStep
 from cselab.train.parts import RunParts
 from cselab.train.run_dir import RunState, resume_state
@@ -30,7 +30,6 @@ from cselab.train.validation import ValidationMlm
 
 @dataclass
 class Process:
-    accelerator: object
     device: torch.device
     out_dir: Path
     rank: int = 0
@@ -46,9 +45,9 @@ class Process:
 
     @classmethod
     def start(cls, config: Config) -> Process:
-        """Pick the device, join the other processes (torchrun / accelerate launch) and seed."""
-        from accelerate import Accelerator
-        from accelerate.utils import set_seed
+        """Pick the device, join the other processes (torchrun, or any launcher that sets torch's
+        environment variables: ``accelerate launch`` too) and seed."""
+        from transformers import set_seed
 
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         device = resolve_device(config.train.device, "train.device")
@@ -58,24 +57,25 @@ class Process:
             # TF32 tensor cores for what runs in fp32 (the loss, fp32 runs): ~8x the fp32 rate, 10-bit mantissa.
             torch.backends.cuda.matmul.allow_tf32 = True
             torch.backends.cudnn.allow_tf32 = True
-        accelerator = Accelerator(mixed_precision="no", cpu=device.type == "cpu")
+        device, rank, processes = join(device, config.train.dist_timeout_minutes)
         set_seed(config.train.seed)
-        return cls(accelerator, accelerator.device, Path(config.train.output_dir), accelerator.process_index,
-                   world_size(), accelerator.is_main_process)
+        return cls(device, Path(config.train.output_dir), rank, processes, rank == 0)
 
     def seed_per_rank(self, seed: int) -> None:
         """After the model is built (the same initial weights everywhere), each process draws its own
         dropout masks: seed + rank. A single process keeps the run's seed as it is."""
         if self.rank:
-            from accelerate.utils import set_seed
+            from transformers import set_seed
 
             set_seed(seed + self.rank)
 
     def say(self, message: str) -> None:
-        self.accelerator.print(message)
+        if self.main:
+            print(message, flush=True)
 
     def barrier(self) -> None:
-        self.accelerator.wait_for_everyone()
+        if self.processes > 1:
+            torch.distributed.barrier()
 
     def progress_bar(self, recipe: str, total: int, initial: int):
         if not self.main or not bars_allowed():
@@ -282,10 +282,17 @@ def summarize(process: Process, config: Config, parts: RunParts, state: RunState
         "train_seconds": round(state.train_seconds, 2),
         "sentences_per_second": round(state.sentences_seen / state.train_seconds, 2) if state.train_seconds else None,
         "wall_seconds": round(process.wall_seconds(), 2),
+        # Share of train_seconds spent waiting for batches (metrics.py); the first window holds the loader's start-up.
+        "loader_wait": round(state.loader_wait_seconds / state.train_seconds, 4) if state.train_seconds else None,
     }
+    if summary["loader_wait"] is not None and summary["loader_wait"] > SLOW_LOADER:
+        process.say(loader_hint(summary["loader_wait"]))
     if process.main:
         ckpt.write_json_atomic(process.out_dir / "summary.json", summary)
         write_run_cards(process.out_dir)  # the saved models' cards gain the training cost and the selection
+    # Every process leaves together: a launcher stops the others as soon as one exits with a status
+    # other than 0 (torchrun does on 3, a run stopped early), which could cut the main one's writing short.
+    process.barrier()
     return summary
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from cselab.config import Config
 from cselab.errors import ConfigError
 from cselab.train import checkpoint as ckpt
+from cselab.train.distributed import from_main, gather_objects
 from cselab.train.selection import BEST_MODEL, KEPT_DIR
 
 RUN_CONFIG = "train_config.json"  # the resolved recipe (config.json is the saved model's own)
@@ -41,6 +42,7 @@ class RunState:
     wall_seconds: float = 0.0  # wall time of the run up to this checkpoint, over every invocation
     kept_best: dict = field(default_factory=dict)  # train.select_on's further metrics: {metric: [best, step]}
     vocabulary_sha256: str | None = None  # model.wordpiece_vocab_size: the trained vocabulary's tokenizer_fingerprint
+    loader_wait_seconds: float = 0.0  # of train_seconds, spent waiting for batches (metrics.py: loader_wait)
     base_geometry: dict = field(default_factory=dict)  # the starting model's alignment/uniformity (geometry.py)
 
     def advance(self, batch_step: int, sentences: int) -> None:
@@ -63,23 +65,62 @@ def open_run(process, config: Config, resume: bool) -> Iterator[Path | None]:
 
     Starting over clears the directory's old checkpoints, metrics and ``best-METRIC/`` models, so a
     later resume (or ``cselab eval``) can never pick up what an earlier, different run left;
-    resuming cuts the metrics back to the checkpoint's step. Only the main process writes (and sets
-    broken checkpoints aside); the others look for the checkpoint after it, and find the same one.
+    resuming cuts the metrics back to the checkpoint's step. Only the main process looks (and writes,
+    and sets broken checkpoints aside); it tells the others which checkpoint it resumes from
+    (:func:`shared_resume_point`), so all of them start at its step or none does.
     A run that fails before its first checkpoint removes the directory if it created it.
     """
     out_dir = process.out_dir
     created = _first_missing(out_dir) if process.main else None
     try:
         with output_lock(out_dir) if process.main else contextlib.nullcontext():
-            latest = _open_run(out_dir, config, resume) if process.main else None
-            process.barrier()
-            if not process.main and resume:
-                latest = ckpt.latest_valid_checkpoint(out_dir / "checkpoints")
-            yield latest
+            latest, error = None, None
+            if process.main:
+                try:
+                    latest = _open_run(out_dir, config, resume)
+                except (ConfigError, OSError, ValueError) as exc:  # raised on every process below
+                    error = exc
+            yield shared_resume_point(process, latest, error)
     except BaseException:
         if created is not None and not ckpt.list_checkpoints(out_dir / "checkpoints"):
             shutil.rmtree(created, ignore_errors=True)
         raise
+
+
+def shared_resume_point(process, latest: Path | None, error: BaseException | None = None) -> Path | None:
+    """The main process's resume point (or its error) on every process. Each process reads the
+    checkpoint's files itself (its own RNG state is in there), under its own ``train.output_dir``: on
+    machines that do not share that directory a process cannot, and every process fails with one
+    line naming the path, instead of one process starting over at step 0 beside the others."""
+    if process.processes == 1:
+        if error is not None:
+            raise error
+        return latest
+    error, name = from_main((error, None if latest is None else latest.name))
+    if error is not None:
+        raise error
+    if name is None:
+        return None
+    path = process.out_dir / "checkpoints" / name
+    missing = None if process.main else _missing_files(path)
+    problems = [(rank, what) for rank, what in enumerate(gather_objects(missing)) if what]
+    if problems:
+        rank, what = problems[0]
+        raise ckpt.CheckpointError(f"{path}: process {rank} of {process.processes} cannot read {what} of the "
+                                   f"checkpoint the main process resumes from; every machine needs the same "
+                                   f"train.output_dir (a shared file system), or a copy of that checkpoint in it")
+    return path
+
+
+def _missing_files(path: Path) -> str | None:
+    """What of checkpoint ``path`` this process cannot find (None: every file is there). Existence
+    only: the main process has checked the digests."""
+    try:
+        names = list(json.loads((path / ckpt.MANIFEST).read_text()))
+    except (OSError, ValueError):
+        return ckpt.MANIFEST
+    absent = [name for name in names if not (path / name).is_file()]
+    return ", ".join(absent) or None
 
 
 def _first_missing(path: Path) -> Path | None:

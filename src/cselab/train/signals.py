@@ -1,4 +1,11 @@
-"""Ctrl-C and SIGTERM end training cleanly: the current step finishes, a checkpoint is saved."""
+"""Ctrl-C and SIGTERM end training cleanly: the current step finishes, a checkpoint is saved.
+
+With several processes the signal may reach one of them only (a node's scheduler, a user's
+``kill``). A process that stopped alone would enter the checkpoint's collectives while the others
+wait in the next step's all-reduce: a hang, then the launcher's SIGKILL and no checkpoint. So the
+processes decide together, where a log window (or an evaluation) closes: one all-reduce of their
+flags, and all of them stop after the same step and save together.
+"""
 from __future__ import annotations
 
 import contextlib
@@ -7,17 +14,35 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import torch
+
+from cselab.train.distributed import any_process, gather_objects, world_size
+
 
 @dataclass
 class StopFlag:
-    requested: bool = False
+    requested: bool = False  # this process was signalled
     signal_name: str = ""
+    device: torch.device | None = None  # where the agreeing collective's tensor lives (NCCL: the GPU)
+
+    def agreed(self, boundary: bool) -> bool:
+        """Whether every process stops after this step. One process: as soon as it was signalled.
+        Several: asked only at a ``boundary`` (a step every process knows as such: a log window or an
+        evaluation), so the stop comes up to ``train.log_steps`` steps after the signal."""
+        if world_size() == 1:
+            return self.requested
+        if not boundary or not any_process(self.requested, self.device or torch.device("cpu")):
+            return False
+        names = gather_objects(self.signal_name)  # the main process names the signal, whichever process got it
+        self.signal_name = self.signal_name or next(name for name in names if name)
+        return True
 
 
 @contextlib.contextmanager
-def stop_on_signals() -> Iterator[StopFlag]:
-    """A flag set by SIGINT/SIGTERM while the block runs; a second Ctrl-C stops at once."""
-    stop = StopFlag()
+def stop_on_signals(device: torch.device | None = None) -> Iterator[StopFlag]:
+    """A flag set by SIGINT/SIGTERM while the block runs; a second Ctrl-C stops at once (without
+    a checkpoint: the run resumes from the last one). ``device``: the process's (see ``agreed``)."""
+    stop = StopFlag(device=device)
 
     def on_signal(signum, _frame):
         if stop.requested and signum == signal.SIGINT:

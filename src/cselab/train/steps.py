@@ -9,6 +9,8 @@ Everything a step returns stays on the device: the loop reads it back once per l
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -20,7 +22,7 @@ from cselab.hardware import autocast
 from cselab.losses import Objective
 from cselab.losses.base import LossInputs, MaskedTokens
 from cselab.model.encoder import SentenceEncoder
-from cselab.train.distributed import average_gradients, gather_inputs, world_size
+from cselab.train.distributed import gather_inputs, world_size
 
 
 @dataclass
@@ -36,9 +38,11 @@ class StepStrategy(Protocol):
 class StepForward(torch.nn.Module):
     """The step's forward pass as one module (encoder, head, objective): batch -> (loss, logs).
 
-    With P processes, each encodes its share of the global batch and gathers the others' embeddings
-    (``distributed.py``), so in-batch negatives span the global batch. Being one module, it is what
-    ``DistributedDataParallel`` wraps.
+    With P processes, each encodes its share of the global batch and gathers the others' sentence
+    vectors (``distributed.py``), so in-batch negatives span the global batch; the head then runs
+    over the gathered rows, so a batch-norm head (AugCSE's) normalises the global batch exactly as
+    one process with that batch would, on CPU (gloo) and GPU alike (what ``SyncBatchNorm`` does,
+    which runs on GPUs only). Being one module, it is what ``DistributedDataParallel`` wraps.
     """
 
     def __init__(self, encoder: SentenceEncoder, head: torch.nn.Module, objective: Objective, device: torch.device,
@@ -48,9 +52,20 @@ class StepForward(torch.nn.Module):
         self.device, self.precision = device, precision
 
     def embed(self, features: dict[str, torch.Tensor], real_tokens: int | None = None) -> torch.Tensor:
-        """``real_tokens``: the features' real-token count, counted on the host (no read-back)."""
+        """The encoder's sentence vectors (the head comes in :meth:`loss`). ``real_tokens``: the
+        features' real-token count, counted on the host (no read-back)."""
         with autocast(self.device, self.precision):
-            return self.head(self.encoder(features, real_tokens=real_tokens))
+            return self.encoder(features, real_tokens=real_tokens)
+
+    def project(self, inputs: LossInputs) -> LossInputs:
+        """The head over every view's rows at once (one batch for a batch-norm head, as DiffCSE and
+        AugCSE call it). The views are concatenated in the collator's row order, so with one process
+        the head sees the encoded batch exactly as it came."""
+        names = [name for name in VIEW_ROLES if getattr(inputs, name) is not None]
+        rows = [getattr(inputs, name) for name in names]
+        with autocast(self.device, self.precision):
+            projected = self.head(torch.cat(rows) if len(rows) > 1 else rows[0])
+        return dataclasses.replace(inputs, **dict(zip(names, projected.split([len(r) for r in rows]), strict=True)))
 
     def masked_tokens(self, batch: Batch) -> MaskedTokens | None:
         """The MLM pass: the backbone over the masked tokens, its MLM head at the masked positions."""
@@ -58,12 +73,14 @@ class StepForward(torch.nn.Module):
             return None
         masked = batch.masked
         features = {k: v.to(self.device, non_blocking=True) for k, v in masked.features.items()}
+        positions = masked.positions.to(self.device, non_blocking=True)
         with autocast(self.device, self.precision):
             states = self.encoder.token_states(features)
             logits = self.encoder.mlm_head(states.reshape(-1, states.shape[-1]).index_select(0, positions))
         return MaskedTokens(logits=logits, labels=masked.labels.to(self.device, non_blocking=True))
 
     def loss(self, embeddings: torch.Tensor | None, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The objective over the step; ``embeddings``: the encoder's vectors of the batch's rows."""
         inputs = LossInputs(masked=self.masked_tokens(batch))
         if embeddings is not None:
             roles = batch.roles
@@ -75,7 +92,7 @@ class StepForward(torch.nn.Module):
             if "label_view" in roles:
                 inputs.label_view = embeddings[roles["label_view"]]
                 inputs.labels = batch.labels.to(self.device, non_blocking=True)
-            inputs = gather_inputs(inputs)
+            inputs = self.project(gather_inputs(inputs))
         return self.objective(inputs)
 
     def features(self, batch: Batch) -> dict[str, torch.Tensor]:
@@ -84,6 +101,10 @@ class StepForward(torch.nn.Module):
     def forward(self, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         embeddings = self.embed(self.features(batch), batch.real_tokens) if self.objective.encodes_views else None
         return self.loss(embeddings, batch)
+
+
+# The views in the collator's row order (data/collate.py).
+VIEW_ROLES = ("anchor", "positive", "negative", "negative_positive", "label_view")
 
 
 def unscaled(loss: torch.Tensor) -> torch.Tensor:
@@ -115,22 +136,32 @@ class GradCacheStep:
     2. Compute the loss on the detached embeddings and back-propagate to them (and to the terms).
     3. Re-encode each chunk with gradient under its remembered RNG state (the same dropout masks)
        and push that chunk's embedding gradient through the encoder.
-    With P > 1 the gradients are averaged after the last chunk (several backward passes per update
-    do not fit DistributedDataParallel's one forward, one backward).
+    The head runs in step 2, over the whole batch (``StepForward.project``): a batch-norm head sees
+    the step's statistics, not a chunk's.
+
+    With P > 1, ``DistributedDataParallel`` averages the gradients, as in the plain step: the
+    encoder's in the last chunk's backward, the chunks before it running under ``no_sync`` (their
+    gradients add up locally, and the last backward's bucketed all-reduce carries the sums, the
+    MLM pass's among them); the head's and the terms' parameters, which only the loss's backward
+    reaches, under a DDP of their own around the loss.
     """
 
     def __init__(self, forward: StepForward, scale: Callable[[torch.Tensor], torch.Tensor] = unscaled, *,
                  chunk_size: int):
         self.forward, self.scale, self.chunk_size = forward, scale, chunk_size
+        self.plain = None if forward.objective.encodes_views else PlainStep(forward, scale)  # nothing to cache
+        self.encode: torch.nn.Module = ChunkEncoder(forward)
+        self.loss: torch.nn.Module = LossSide(forward)
+        self.distributed = world_size() > 1 and self.plain is None
+        if self.distributed:
+            self.encode = distributed_data_parallel(self.encode)
+            if any(p.requires_grad for p in self.loss.parameters()):  # DDP refuses a module without any
+                self.loss = distributed_data_parallel(self.loss)
 
     def __call__(self, batch: Batch) -> StepResult:
-        forward = self.forward
-        if not forward.objective.encodes_views:  # nothing to cache: an MLM-only objective
-            loss, logs = forward(batch)
-            self.scale(loss).backward()
-        else:
-            loss, logs = self.cached_backward(batch)
-        average_gradients(forward)
+        if self.plain is not None:
+            return self.plain(batch)
+        loss, logs = self.cached_backward(batch)
         return StepResult(loss.detach(), logs)
 
     def cached_backward(self, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -150,16 +181,42 @@ class GradCacheStep:
                 states.append(RngState())
                 pieces.append(forward.embed(chunk_rows(features, start, stop, length), chunk_tokens(start, stop)))
         embeddings = torch.cat(pieces).detach().requires_grad_(True)
-        loss, logs = forward.loss(embeddings, batch)
-        # The terms' own parameters, and the cached embeddings (their gradient carries fp16's scale on).
+        loss, logs = self.loss(embeddings, batch)
+        # The head's and terms' parameters, and the cached embeddings (their gradient carries fp16's scale on).
         self.scale(loss).backward()
         after_loss = RngState()  # the loss may draw too (MLM pass, discriminator dropout): not replayed
-        for (start, stop, length), state in zip(bounds, states, strict=True):
+        for i, ((start, stop, length), state) in enumerate(zip(bounds, states, strict=True)):
             state.restore()
-            forward.embed(chunk_rows(features, start, stop, length),
-                          chunk_tokens(start, stop)).backward(embeddings.grad[start:stop])
+            synced = not self.distributed or i == len(bounds) - 1
+            with contextlib.nullcontext() if synced else self.encode.no_sync():
+                self.encode(chunk_rows(features, start, stop, length),
+                            chunk_tokens(start, stop)).backward(embeddings.grad[start:stop])
         after_loss.restore()  # later randomness continues as if each chunk ran once
         return loss, logs
+
+
+class ChunkEncoder(torch.nn.Module):
+    """The encoder alone, as the module a GradCache step's chunks run through (and DDP wraps)."""
+
+    def __init__(self, forward: StepForward):
+        super().__init__()
+        self.encoder = forward.encoder
+        self.embed = forward.embed  # a bound method: the step's autocast, not a submodule
+
+    def forward(self, features: dict[str, torch.Tensor], real_tokens: int | None = None) -> torch.Tensor:
+        return self.embed(features, real_tokens)
+
+
+class LossSide(torch.nn.Module):
+    """The head and the objective's terms: the parameters a GradCache step's loss backward trains."""
+
+    def __init__(self, forward: StepForward):
+        super().__init__()
+        self.head, self.objective = forward.head, forward.objective
+        self.loss = forward.loss
+
+    def forward(self, embeddings: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        return self.loss(embeddings, batch)
 
 
 class RngState:
