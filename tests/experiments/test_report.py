@@ -277,3 +277,19 @@ def test_small_final_losses_keep_their_digits_and_markdown_runs_table_is_narrow(
     page = written["html"].read_text()
     assert "<th>Directory</th>" in page and ">simcse/seed-1<" in page  # relative to the runs' common folder
     assert f"Directories are relative to {(tmp_path / 's').resolve()}." in text
+
+
+def test_hyper_parameters_without_evaluations_compare_the_dev_figures_in_numeric_order(tmp_path):
+    for lr in (3e-5, 1e-5, 1e-4):  # as a search with --no-eval leaves them
+        for seed in (1, 2):
+            path = make_run(tmp_path / "s" / str(lr), "simcse", seed, 70, split=None)
+            config = json.loads((path / "train_config.json").read_text())
+            config["optim"]["lr"] = lr
+            (path / "train_config.json").write_text(json.dumps(config))
+    text = write_report([tmp_path / "s"], tmp_path / "out")["markdown"].read_text()
+    section = text.split("## Hyper-parameters", 1)[1].split("\n## ", 1)[0]
+    rows = _table_after(section, "simcse, optim.lr:")
+    assert rows[0] == "| optim.lr | Runs | STS-B dev |"
+    assert [row.split(" | ")[0] for row in rows[2:]] == ["| 1e-05", "| 3e-05", "| 0.0001"]
+    dev = [_summary(tmp_path / "s" / "1e-05", "simcse", s)["best_stsb_dev"] for s in (1, 2)]
+    assert rows[2] == f"| 1e-05 | 2 | {_mean_std(dev)} |"

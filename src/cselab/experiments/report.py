@@ -336,29 +336,49 @@ def variant_baseline(runs: list[Run], baseline: str | None) -> str | None:
     return variants[0] if variants else baseline
 
 
-def grid_sections(runs: list[Run], tables: list[Table], split: str | None) -> list[Section]:
-    """Per recipe run with several settings (a sweep's --grid): for each varied key, the headline score over
-    every run with each of its values (the other keys and the seeds averaged), so a trend reads at a glance."""
+def headline(tables: list[Table], split: str | None):
+    """(name, what it is, run -> value) of the score the Hyper-parameters section compares: the STS average
+    where the runs were evaluated, else each run's one STS-B dev figure (a search is often run --no-eval)."""
     table = next((t for t in tables if t.name == "sts"), None)
     column = next((c for c in table.columns if c.key == "avg"), None) if table else None
+    if column is not None:
+        return (f"STS {column.label}", f"Spearman x100 averaged over the STS tasks, {split} split",
+                lambda run: column.extract(run.evals[split]) if split in run.evals else None)
+    return ("STS-B dev", "each run's one STS-B dev figure, Spearman x100 (the final evaluation where there is one, "
+            "else the in-training score of the model it kept)",
+            lambda run: figure.value if (figure := dev_figure(run)) is not None else None)
+
+
+def _in_order(values: set[str]) -> list[str]:
+    """JSON-encoded values in their own order (numbers by size), as text where they do not compare."""
+    try:
+        return sorted(values, key=json.loads)
+    except TypeError:
+        return sorted(values)
+
+
+def grid_sections(runs: list[Run], tables: list[Table], split: str | None) -> list[Section]:
+    """Per recipe run with several settings (a sweep's --grid or --search): for each varied key, the headline
+    score over every run with each of its values (the other keys and the seeds together), so a trend reads at
+    a glance."""
     varied = [r for r in runs if r.variant]
-    if column is None or not varied:
+    if not varied:
         return []
+    name, what, score = headline(tables, split)
     section = Section("Hyper-parameters", [Paragraph(
         f"Runs of one recipe with different settings are separate rows above, named by the keys that differ. "
-        f"Here, per varied key: the STS {column.label} (Spearman x100, {split} split) of every run with each value, "
-        "mean ± std over the runs (seeds and the other keys' values together).")])
+        f"Here, per varied key: the {name} ({what}) of every run with each value, mean ± std over those runs "
+        "(seeds and the other keys' values together).")])
     for recipe in sorted({r.recipe_name for r in varied}):
-        group = [r for r in varied if r.recipe_name == recipe and split in r.evals]
-        for key in group[0].variant if group else []:
+        group = [r for r in varied if r.recipe_name == recipe]
+        for key in group[0].variant:
             rows = []
-            for value in sorted({json.dumps(r.variant[key]) for r in group}):
+            for value in _in_order({json.dumps(r.variant[key]) for r in group}):
                 scores = [v for r in group if json.dumps(r.variant[key]) == value
-                          for v in [column.extract(r.evals[split])] if v is not None]
+                          for v in [score(r)] if v is not None]
                 rows.append([Cell(json.loads(value) if value.startswith('"') else value), Cell(str(len(scores))),
-                             Cell(_mean_std(StatsCell(dict(enumerate(scores))), column.digits))])
-            section.blocks += [Paragraph(f"{recipe}, {key}:"),
-                               TableBlock([key, "Runs", f"STS {column.label}"], rows, kind="grid")]
+                             Cell(_mean_std(StatsCell(dict(enumerate(scores))), 2))])
+            section.blocks += [Paragraph(f"{recipe}, {key}:"), TableBlock([key, "Runs", name], rows, kind="grid")]
     return [section]
 
 
