@@ -159,3 +159,7 @@ def test_two_real_trials_of_a_tiny_model(settings, tiny_corpus, cli, capsys):
         summary = json.loads((Path(trial["path"]) / "summary.json").read_text())
         assert summary["finished"] and summary["best_stsb_dev"] == pytest.approx(trial["value"])
         assert not (Path(trial["path"]) / "checkpoints").exists()
+    # the report compares the trials as variants of the recipe, by the searched key
+    assert cli(["report", str(settings.out)]) == 0
+    text = (settings.out / "report" / "report.md").read_text()
+    assert "simcse, optim.lr:" in text and "| optim.lr | Runs | STS-B dev |" in text
