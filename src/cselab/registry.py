@@ -1,8 +1,10 @@
 """Small name -> factory registries: augmenters, losses and poolers are found by name."""
 from __future__ import annotations
 
+import inspect
+import math
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from cselab.errors import UnknownNameError
 
@@ -38,6 +40,29 @@ class Registry(Generic[T]):
     def build(self, name: str, **kwargs) -> T:
         return self.get(name)(**kwargs)
 
+    def argument_problem(self, name: str, params: dict,
+                         also_allowed: tuple[str, ...] = ()) -> tuple[str | None, str] | None:
+        """``(parameter or None, message)`` for the first argument of ``params`` that ``name``'s factory
+        cannot take (an unknown name, a required one missing, a value not of its default's type), else
+        None: a recipe is checked against the constructor's own signature before anything is built.
+        ``also_allowed``: keys the caller takes off before building (a loss term's weight), named with the
+        allowed ones."""
+        parameters = inspect.signature(self.get(name)).parameters.values()
+        named = {p.name: p for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+            for key in params:
+                if key not in named:
+                    allowed = ", ".join([*also_allowed, *named]) or "none"
+                    return key, f"unknown parameter of {self.kind} {name!r} (allowed: {allowed})"
+        missing = [p for p, spec in named.items() if spec.default is spec.empty and p not in params]
+        if missing:
+            return None, f"{self.kind} {name!r} needs {', '.join(missing)}"
+        for key, value in params.items():
+            wanted = wrong_type(value, named[key].default) if key in named else None
+            if wanted:
+                return key, f"expected {wanted}, got {shown(value)}"
+        return None
+
     def describe(self, name: str) -> str:
         return self._descriptions[name]
 
@@ -49,3 +74,32 @@ class Registry(Generic[T]):
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
+
+
+def wrong_type(value: Any, default: Any) -> str | None:
+    """What a parameter should be when ``value`` has not the type of its ``default`` (None: fine, or
+    nothing to compare with: a default of None takes anything the factory itself accepts)."""
+    if isinstance(default, bool):
+        return None if isinstance(value, bool) else "true or false"
+    if isinstance(default, (int, float)):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and _finite(value)
+        ok = ok and (isinstance(value, int) or not isinstance(default, int))
+        return None if ok else ("an integer" if isinstance(default, int) else "a finite number")
+    if isinstance(default, str):
+        return None if isinstance(value, str) else "a string"
+    return None
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` for a message, cut short: a 5,000-digit number or a long text stays readable."""
+    if isinstance(value, int) and value.bit_length() > 300:  # repr of a 4,300-digit int even raises
+        return f"a number of about {int(value.bit_length() * 0.30103) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _finite(value: int | float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return False

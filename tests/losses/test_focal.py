@@ -117,10 +117,10 @@ def test_temperature_default_follows_the_backbone():
 
     objective = build_objective([{"name": "focal"}], {"model_type": "bert"})
     _, logs = objective(LossInputs(torch.randn(4, 8), torch.randn(4, 8)))
-    assert logs["focal_tau"].item() == pytest.approx(0.07)  # BERT-like
+    assert logs["focal.tau"].item() == pytest.approx(0.07)  # BERT-like
     objective = build_objective([{"name": "focal"}], {"model_type": "roberta"})
     _, logs = objective(LossInputs(torch.randn(4, 8), torch.randn(4, 8)))
-    assert logs["focal_tau"].item() == pytest.approx(0.05)
+    assert logs["focal.tau"].item() == pytest.approx(0.05)
 
 
 def test_invalid_temperature_is_rejected():

@@ -34,7 +34,7 @@ def test_tensorboard_event_file_holds_every_record_of_metrics_jsonl(tmp_path, ti
     assert [r["step"] for r in records] == [2, 4, 6]
     events = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
     events.Reload()
-    for key in ("loss", "grad_norm", "lr", "acc", "window_seconds"):
+    for key in ("loss", "grad_norm", "lr", "infonce.acc", "window_seconds"):
         logged = events.Scalars(f"train/{key}")
         assert [e.step for e in logged] == [2, 4, 6], key
         assert [e.value for e in logged] == pytest.approx([r[key] for r in records], rel=1e-6), key

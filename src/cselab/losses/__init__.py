@@ -1,18 +1,15 @@
-"""Objective terms, one per file, found by name in ``LOSSES``; ``Objective`` is a recipe's weighted sum."""
+"""Objective terms, one per file, found by name in ``LOSSES`` (``base.py``); ``Objective`` is a recipe's
+weighted sum."""
 from __future__ import annotations
 
 import importlib
-import inspect
 import pkgutil
 
 import torch
 from torch import nn
 
 from cselab.errors import ConfigError
-from cselab.losses.base import LossInputs, LossTerm
-from cselab.registry import Registry
-
-LOSSES: Registry[nn.Module] = Registry("loss")
+from cselab.losses.base import LOSSES, LossInputs, LossTerm, build_term, input_fields
 
 # Each module registers its loss on import: adding a loss is adding a file.
 for _module in pkgutil.iter_modules(__path__):
@@ -28,21 +25,42 @@ def _split_term(term: dict) -> tuple[str, float, dict]:
 
 
 def check_objective(terms: list[dict]) -> None:
-    """Raise ConfigError naming objective[i].key for an unknown loss or parameter."""
+    """Raise ConfigError naming objective[i].key for an unknown loss, a parameter its constructor does
+    not take or of the wrong type, a value it refuses, or a ``needs``/``wants`` field no step provides."""
+    known = input_fields()
     for i, term in enumerate(terms):
         name, _, params = _split_term(term)
         if name not in LOSSES:
             raise ConfigError(f"objective[{i}].name: unknown loss {name!r} (known: {', '.join(LOSSES.names())})")
-        signature = inspect.signature(LOSSES.get(name).__init__)
-        allowed = [p for p in signature.parameters if p != "self"]
-        for key in params:
-            if key not in allowed:
-                raise ConfigError(f"objective[{i}].{key}: unknown parameter of {name} "
-                                  f"(allowed: weight, {', '.join(allowed)})")
+        if not (isinstance(LOSSES.get(name), type) and issubclass(LOSSES.get(name), LossTerm)):
+            raise ConfigError(f"objective[{i}].name: loss {name!r} is not a cselab.losses.base.LossTerm subclass")
+        problem = LOSSES.argument_problem(name, params, also_allowed=("weight",))
+        if problem:
+            key, message = problem
+            raise ConfigError(f"objective[{i}].{key}: {message}" if key else f"objective[{i}] ({name}): {message}")
         try:
-            LOSSES.build(name, **params)
+            built = LOSSES.build(name, **params)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"objective[{i}] ({name}): {exc}") from None
+        for hook, fields in (("needs", built.needs), ("wants", built.wants)):
+            unknown = sorted(set(fields) - set(known))
+            if unknown:
+                raise ConfigError(f"objective[{i}] ({name}): {hook} names {', '.join(unknown)}, not a field of "
+                                  f"LossInputs ({', '.join(known)})")
+        if "masked" in built.needs and built.masking is None:
+            raise ConfigError(f"objective[{i}] ({name}): needs masked tokens but sets no masking rates (.masking)")
+
+
+def log_names(names: list[str]) -> list[str]:
+    """The name each term's logs go under: its loss name, numbered from the second use of a name on
+    (``ntxent``, ``ntxent_2``), so that no two terms share one."""
+    labels, seen = [], {}
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        labels.append(name if seen[name] == 1 else f"{name}_{seen[name]}")
+    if len(set(labels)) != len(labels):  # a registered name that looks like a numbered one ("x_2")
+        labels = [f"{name}_{i + 1}" for i, name in enumerate(names)]
+    return labels
 
 
 class Objective(nn.Module):
@@ -52,9 +70,10 @@ class Objective(nn.Module):
     def __init__(self, names: list[str], weights: list[float], terms: list[LossTerm]):
         super().__init__()
         self.names, self.weights = names, weights
+        self.log_names = log_names(names)
         self.terms = nn.ModuleList(terms)
         self.needs = frozenset().union(*(term.needs for term in terms))
-        self.wants = frozenset().union(*(getattr(term, "wants", frozenset()) for term in terms))
+        self.wants = frozenset().union(*(term.wants for term in terms))
 
     @property
     def encodes_views(self) -> bool:
@@ -68,27 +87,21 @@ class Objective(nn.Module):
         return "negative_positive" in self.wants
 
     def forward(self, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The weighted sum of the terms, and their logs."""
+        """The weighted sum of the terms, and their logs as ``<term>.<key>``."""
         total, logs = None, {}
-        for weight, term in zip(self.weights, self.terms, strict=True):
+        for label, weight, term in zip(self.log_names, self.weights, self.terms, strict=True):
             loss, term_logs = term(inputs)
             total = weight * loss if total is None else total + weight * loss
-            logs.update(term_logs)
+            logs.update({f"{label}.{key}": value for key, value in term_logs.items()})
         return total, logs
 
 
 def build_objective(terms: list[dict], context: dict | None = None) -> Objective:
-    """The terms of a recipe; ``context`` fills sizes a term accepts but the recipe left unset
-    (embedding and vocabulary sizes, the backbone's model type), known before step 1."""
+    """The terms of a recipe, built with ``context`` (``base.build_term``)."""
     names, weights, built = [], [], []
     for term in terms:
         name, weight, params = _split_term(term)
-        accepted = inspect.signature(LOSSES.get(name).__init__).parameters
-        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())  # a wrapper's context
-        for key, value in (context or {}).items():
-            if (key in accepted or takes_any) and params.get(key) is None and value is not None:
-                params[key] = value
         names.append(name)
         weights.append(weight)
-        built.append(LOSSES.build(name, **params))
+        built.append(build_term(name, params, context))
     return Objective(names, weights, built)

@@ -1,18 +1,21 @@
 """The step -> objective hand-off: what a loss term receives, declares and returns.
 
-Every term is an ``nn.Module`` whose ``forward(inputs: LossInputs)`` returns ``(loss, logs)``: a
-scalar tensor and a dict of detached scalar tensors to log. Logs stay on the device; the training
-loop reads them back once per log window, so a term never forces the host to wait for the GPU.
+Every term is a ``LossTerm`` (an ``nn.Module``) whose ``forward(inputs: LossInputs)`` returns
+``(loss, logs)``: a scalar tensor and a dict of detached scalar tensors to log. Logs stay on the
+device; the training loop reads them back once per log window, so a term never forces the host to wait for the GPU.
 Each term declares in ``needs`` the fields of ``LossInputs`` it cannot do without (hard negatives
 are read when a step has them); a recipe whose views cannot provide them fails before training, and
 the step computes only what some term reads (no contrastive pass for MLM alone).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+import inspect
+from dataclasses import dataclass, fields
 
 import torch
+from torch import nn
+
+from cselab.registry import Registry
 
 
 @dataclass
@@ -48,21 +51,64 @@ class LossInputs:
     negative_positive: torch.Tensor | None = None
 
 
-class LossTerm(Protocol):
-    """An objective term: reads the ``needs`` fields of the inputs, returns (loss, detached logs).
+class LossTerm(nn.Module):
+    """The base class of an objective term: subclass it in ``losses/<name>.py`` and register the class
+    with ``@LOSSES.register("name", "one line")``. Its hooks (class attributes, or set per instance
+    in ``__init__`` where they depend on the parameters):
 
-    A term may also declare ``wants``: fields it reads when the step has them (hard negatives exist on
-    UNA's steps only). The step builds ``negative_positive`` (M more encoded rows) only when some term
-    of the objective wants it; a term without ``wants`` wants nothing optional.
+    - ``needs``: the fields of ``LossInputs`` it cannot do without (checked against them when a recipe
+      is validated; a recipe whose views cannot provide them fails before training);
+    - ``wants``: fields it reads when the step has them (hard negatives exist on UNA's steps only); the
+      step builds ``negative_positive`` (M more encoded rows) only when some term wants it;
+    - ``masking``: for a term that needs ``masked``, the collator's MLM rates (``MlmMasking``'s keyword
+      arguments: probability, mask_replace_prob, random_replace_prob, whole_word);
+    - ``num_labels``: for a term that reads label views, how many labels it predicts (checked against
+      ``len(views.label) + 1``);
+    - ``citation``: the BibTeX of the paper whose objective this is (``cselab/citations.py``; "" for none).
+
+    The constructor's parameters are what a recipe's term may set; their defaults give the types a
+    recipe's values must have (``LOSSES.argument_problem``). What is known only from the model
+    (``embedding_size``, ``hidden_size``, ``vocab_size``, ``model_type``, ``hidden_act``,
+    ``layer_norm_eps``, ``num_labels``) is taken as keyword parameters defaulting to None: a recipe is
+    validated by building every term without them, so a term builds its layers only once they are
+    known; the training loop fills those the recipe leaves null (``train/parts.py:term_context``).
+
+    ``forward(inputs)`` returns ``(loss, logs)``: a scalar tensor and short names -> detached scalar
+    tensors (``loss``, ``acc``...). The objective logs them under the term's name (``infonce.acc``),
+    so two terms never overwrite each other's values.
     """
 
-    needs: frozenset[str]
-    # The BibTeX of the paper whose objective this is (cselab/citations.py); "" where none defines it.
+    needs: frozenset[str] = frozenset()
+    wants: frozenset[str] = frozenset()
+    masking: dict | None = None
+    num_labels: int | None = None
     citation: str = ""
 
-    def parameters(self): ...
+    def forward(self, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        raise NotImplementedError
 
-    def __call__(self, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]: ...
+
+#: The loss terms by name; each module of this package registers its own on import.
+LOSSES: Registry[LossTerm] = Registry("loss")
+
+
+def build_term(name: str, params: dict, context: dict | None = None) -> LossTerm:
+    """The term ``name`` with a recipe's ``params``; ``context`` fills the sizes it accepts but the recipe
+    left unset (known before step 1). A term that takes a ``context`` parameter (a wrapper) gets the
+    whole mapping, for the term it wraps."""
+    params = dict(params)
+    accepted = inspect.signature(LOSSES.get(name)).parameters
+    for key, value in (context or {}).items():
+        if key in accepted and params.get(key) is None and value is not None:
+            params[key] = value
+    if "context" in accepted:
+        params["context"] = context
+    return LOSSES.build(name, **params)
+
+
+def input_fields() -> tuple[str, ...]:
+    """The fields a term may name in ``needs`` or ``wants``."""
+    return tuple(f.name for f in fields(LossInputs))
 
 
 class _ScaleGradient(torch.autograd.Function):

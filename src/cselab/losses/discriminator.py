@@ -22,8 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from cselab import citations
-from cselab.losses import LOSSES
-from cselab.losses.base import LossInputs, accuracy, scale_gradient
+from cselab.losses.base import LOSSES, LossInputs, LossTerm, accuracy, scale_gradient
 
 
 def reverse_gradient(x: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
@@ -32,7 +31,7 @@ def reverse_gradient(x: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
 
 
 @LOSSES.register("discriminator", "AugCSE: predict the augmentation type behind gradient reversal (BCE)")
-class AugmentationDiscriminator(nn.Module):
+class AugmentationDiscriminator(LossTerm):
     citation = citations.AUGCSE
     needs = frozenset({"anchor", "label_view", "labels"})
 
@@ -71,4 +70,4 @@ class AugmentationDiscriminator(nn.Module):
         # a device assert on CUDA): num_labels must be len(views.label) + 1.
         target = torch.zeros_like(logits).scatter_(1, inputs.labels.long().unsqueeze(1), 1.0)
         loss = F.binary_cross_entropy_with_logits(logits, target)
-        return loss, {"disc": loss.detach(), "disc_acc": accuracy(logits, inputs.labels)}
+        return loss, {"loss": loss.detach(), "acc": accuracy(logits, inputs.labels)}

@@ -17,11 +17,9 @@ import dataclasses
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from cselab import citations
-from cselab.losses import LOSSES
-from cselab.losses.base import LossInputs
+from cselab.losses.base import LOSSES, LossInputs, LossTerm, build_term
 
 KINDS = ("none", "gaussian", "interpolate", "extrapolate")
 
@@ -50,9 +48,10 @@ def embedding_positive(anchor: torch.Tensor, positive: torch.Tensor, kind: str, 
 
 @LOSSES.register("embedding_positive",
                  "wrap a term: positives from Gaussian noise / hard-example inter- or extrapolation")
-class EmbeddingPositiveTerm(nn.Module):
+class EmbeddingPositiveTerm(LossTerm):
     citation = ""  # per instance: UNA's appendix and the wrapped term's paper
-    def __init__(self, kind: str = "gaussian", strength: float = 0.1, inner: dict | None = None, **context):
+    def __init__(self, kind: str = "gaussian", strength: float = 0.1, inner: dict | None = None,
+                 context: dict | None = None):
         """``context``: what the training loop knows of the model (sizes, ``model_type``), for the inner term."""
         super().__init__()
         if kind not in KINDS:
@@ -66,17 +65,15 @@ class EmbeddingPositiveTerm(nn.Module):
         inner.pop("weight", None)  # the wrapper's own weight applies
         if name not in LOSSES:
             raise ValueError(f"inner: unknown loss {name!r} (known: {', '.join(LOSSES.names())})")
-        from cselab.losses import build_objective
-
         try:
-            self.inner = build_objective([{"name": name, **inner}], context).terms[0]
+            self.inner = build_term(name, inner, context)
         except TypeError as exc:
             raise ValueError(f"inner ({name}): {exc}") from None
         self.kind, self.strength = kind, strength
         self.needs = frozenset({"anchor", "positive"}) | self.inner.needs
-        self.wants = getattr(self.inner, "wants", frozenset())
+        self.wants = self.inner.wants
         # UNA's appendix compares these embedding-level positives; the wrapped term cites its own paper.
-        self.citation = citations.join(citations.UNA, getattr(self.inner, "citation", ""))
+        self.citation = citations.join(citations.UNA, self.inner.citation)
 
     def forward(self, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         positive = embedding_positive(inputs.anchor, inputs.positive, self.kind, self.strength)

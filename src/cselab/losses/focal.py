@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from cselab import citations
-from cselab.losses import LOSSES
-from cselab.losses.base import LossInputs, accuracy
+from cselab.losses.base import LOSSES, LossInputs, LossTerm, accuracy
 
 ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert", "xlm-roberta-xl")
 BERT_TEMPERATURE, ROBERTA_TEMPERATURE = 0.07, 0.05
@@ -50,7 +48,7 @@ def default_temperature(model_type: str | None) -> float:
 
 
 @LOSSES.register("focal", "Focal-InfoNCE (Hou & Li 2023): s_p^2/tau positive, s_n(s_n+m)/tau negatives")
-class FocalInfoNCELoss(nn.Module):
+class FocalInfoNCELoss(LossTerm):
     citation = citations.FOCAL_INFONCE
     needs = frozenset({"anchor", "positive"})
     wants = frozenset({"negative"})  # hard negatives when the step has them
@@ -71,8 +69,8 @@ class FocalInfoNCELoss(nn.Module):
             hard = cosine_matrix(inputs.anchor, inputs.negative)
         loss, logits = focal_infonce(sims, hard, self.margin, self.temperature, self.modulated)
         targets = torch.zeros(len(logits), dtype=torch.long, device=logits.device)
-        return loss, {"focal": loss.detach(), "acc": accuracy(logits, targets),
-                      "focal_tau": logits.new_full((), self.temperature)}  # a fill: no host copy
+        return loss, {"loss": loss.detach(), "acc": accuracy(logits, targets),
+                      "tau": logits.new_full((), self.temperature)}  # a fill: no host copy
 
 
 def focal_infonce(sims: torch.Tensor, hard_negative_sims: torch.Tensor | None, margin: float, temperature: float,

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from cselab import citations
-from cselab.losses import LOSSES
-from cselab.losses.base import LossInputs, accuracy
+from cselab.losses.base import LOSSES, LossInputs, LossTerm, accuracy
 
 
 def cosine_matrix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -23,7 +21,7 @@ def cosine_matrix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 @LOSSES.register("infonce", "SimCSE InfoNCE: in-batch negatives, optional hard-negative column")
-class InfoNCELoss(nn.Module):
+class InfoNCELoss(LossTerm):
     citation = citations.SIMCSE
     needs = frozenset({"anchor", "positive"})
     wants = frozenset({"negative"})  # hard negatives when the step has them
@@ -45,4 +43,4 @@ class InfoNCELoss(nn.Module):
             logits = torch.cat([logits, negative_logits + bonus], dim=1)
         targets = torch.arange(len(anchor), device=anchor.device)
         loss = F.cross_entropy(logits, targets)
-        return loss, {"infonce": loss.detach(), "acc": accuracy(logits, targets)}
+        return loss, {"loss": loss.detach(), "acc": accuracy(logits, targets)}

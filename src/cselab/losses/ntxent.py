@@ -28,11 +28,9 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from cselab import citations
-from cselab.losses import LOSSES
-from cselab.losses.base import LossInputs, accuracy
+from cselab.losses.base import LOSSES, LossInputs, LossTerm, accuracy
 
 POSITIVE_ROLES = ("positive", "label_view")
 HARD_NEGATIVE_FORMS = ("columns", "instances")
@@ -62,7 +60,7 @@ def paired_view_logits(first: torch.Tensor, second: torch.Tensor, extra: torch.T
 
 
 @LOSSES.register("ntxent", "NT-Xent over paired views (CLEAR/SimCLR, UNA's 4N form); mean or sum (CLEAR Eq. 2)")
-class NTXentLoss(nn.Module):
+class NTXentLoss(LossTerm):
     citation = citations.CLEAR
     def __init__(self, temperature: float = 0.05, intra_view_negatives: bool = True, positive_role: str = "positive",
                  hard_negatives: str = "columns", reduction: str = "mean"):
@@ -112,4 +110,4 @@ class NTXentLoss(nn.Module):
         first, second, extra = self.instances(inputs)
         logits, targets = paired_view_logits(first, second, extra, self.temperature, self.intra_view_negatives)
         loss = F.cross_entropy(logits, targets, reduction=self.reduction)
-        return loss, {"ntxent": loss.detach(), "acc": accuracy(logits, targets)}
+        return loss, {"loss": loss.detach(), "acc": accuracy(logits, targets)}

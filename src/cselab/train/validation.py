@@ -48,7 +48,7 @@ class ValidationMlm:
         for masked in self.batches:
             tokens = self.forward.masked_tokens(Batch(step=-1, num_sentences=0, masked=masked))
             loss, logs = self.term(LossInputs(masked=tokens))
-            weighted = torch.stack([loss.float(), logs["mlm_acc"].float()]) * len(masked.labels)
+            weighted = torch.stack([loss.float(), logs["acc"].float()]) * len(masked.labels)
             totals = weighted if totals is None else totals + weighted
         for module, mode in zip(modules, modes, strict=True):
             module.train(mode)
