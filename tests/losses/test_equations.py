@@ -223,23 +223,38 @@ def mlm_equation(hidden: np.ndarray, labels: np.ndarray, dense_w: np.ndarray, de
     return total / len(labels)
 
 
+def bert_mlm_head(hidden_size: int, vocab: int, rng):
+    """The backbone's own MLM head (model/mlm_head.py) of a small BERT, with non-trivial LayerNorm and
+    biases so that every part of the head counts, and its parameters as float64 arrays."""
+    from transformers import BertConfig, BertModel
+
+    from cselab.model.mlm_head import MlmHead
+
+    config = BertConfig(hidden_size=hidden_size, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16,
+                        vocab_size=vocab, layer_norm_eps=1e-12)
+    backbone = BertModel(config, add_pooling_layer=False).double()
+    head = MlmHead(backbone).double()
+    transform = head.head.predictions.transform
+    with torch.no_grad():
+        transform.LayerNorm.weight.copy_(torch.tensor(rng.normal(1.0, 0.2, hidden_size)))
+        transform.LayerNorm.bias.copy_(torch.tensor(rng.normal(0.0, 0.2, hidden_size)))
+        head.head.predictions.bias.copy_(torch.tensor(rng.normal(0.0, 0.5, vocab)))
+    numpy = {"dense_w": transform.dense.weight, "dense_b": transform.dense.bias, "ln_gamma": transform.LayerNorm.weight,
+             "ln_beta": transform.LayerNorm.bias, "embeddings": backbone.get_input_embeddings().weight,
+             "bias": head.head.predictions.bias}
+    return head, {name: value.detach().numpy() for name, value in numpy.items()}
+
+
 @pytest.mark.parametrize("seed", SEEDS)
-def test_mlm_is_the_masked_token_cross_entropy(seed):
+def test_mlm_is_the_masked_token_cross_entropy_of_berts_head(seed):
     rng = np.random.default_rng(seed)
     hidden_size, vocab, k = 8, 23, 7
     torch.manual_seed(seed)
-    term = LOSSES.build("mlm", hidden_size=hidden_size, vocab_size=vocab, layer_norm_eps=1e-12)
-    with torch.no_grad():  # non-trivial LayerNorm and bias, so that every part of the head counts
-        term.norm.weight.copy_(torch.tensor(rng.normal(1.0, 0.2, hidden_size)))
-        term.norm.bias.copy_(torch.tensor(rng.normal(0.0, 0.2, hidden_size)))
-        term.decoder_bias.copy_(torch.tensor(rng.normal(0.0, 0.5, vocab)))
-    hidden, embeddings = rng.normal(size=(k, hidden_size)), rng.normal(size=(vocab, hidden_size))
-    labels = rng.integers(0, vocab, size=k)
-    h, e = as_torch(hidden, embeddings)
-    loss, _ = term(LossInputs(masked=MaskedTokens(h, torch.tensor(labels), e)))
-    numpy = {name: p.detach().double().numpy() for name, p in term.named_parameters()}
-    expected = mlm_equation(hidden, labels, numpy["transform.weight"], numpy["transform.bias"], numpy["norm.weight"],
-                            numpy["norm.bias"], 1e-12, embeddings, numpy["decoder_bias"])
+    head, weights = bert_mlm_head(hidden_size, vocab, rng)
+    hidden, labels = rng.normal(size=(k, hidden_size)), rng.integers(0, vocab, size=k)
+    term = LOSSES.build("mlm")
+    loss, _ = term(LossInputs(masked=MaskedTokens(head(torch.tensor(hidden)), torch.tensor(labels))))
+    expected = mlm_equation(hidden, labels, eps=1e-12, **weights)
     assert loss.item() == pytest.approx(expected, rel=REL)
 
 
@@ -303,15 +318,14 @@ def test_clear_recipe_objective_is_eq_3(seed):
     x, rng = random_batch(seed), np.random.default_rng(seed + 100)
     hidden_size, vocab, k = 8, 23, 7
     torch.manual_seed(seed)
-    objective = recipe_objective("clear-del-word", hidden_size=hidden_size, vocab_size=vocab, layer_norm_eps=1e-12)
-    hidden, embeddings = rng.normal(size=(k, hidden_size)), rng.normal(size=(vocab, hidden_size))
-    labels = rng.integers(0, vocab, size=k)
-    anchor, positive, h, e = as_torch(x["anchor"], x["positive"], hidden, embeddings)
-    total, _ = objective(LossInputs(anchor, positive, masked=MaskedTokens(h, torch.tensor(labels), e)))
-    mlm = {name: p.detach().double().numpy() for name, p in objective.terms[1].named_parameters()}
-    expected = clear_cl_equation(x["anchor"], x["positive"], 0.05) + mlm_equation(
-        hidden, labels, mlm["transform.weight"], mlm["transform.bias"], mlm["norm.weight"], mlm["norm.bias"], 1e-12,
-        embeddings, mlm["decoder_bias"])
+    objective = recipe_objective("clear-del-word")
+    head, weights = bert_mlm_head(hidden_size, vocab, rng)
+    hidden, labels = rng.normal(size=(k, hidden_size)), rng.integers(0, vocab, size=k)
+    anchor, positive = as_torch(x["anchor"], x["positive"])
+    logits = head(torch.tensor(hidden))
+    total, _ = objective(LossInputs(anchor, positive, masked=MaskedTokens(logits, torch.tensor(labels))))
+    expected = clear_cl_equation(x["anchor"], x["positive"], 0.05) + mlm_equation(hidden, labels, eps=1e-12,
+                                                                                    **weights)
     assert total.item() == pytest.approx(expected, rel=REL)
 
 

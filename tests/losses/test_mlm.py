@@ -1,5 +1,6 @@
 """The MLM term and its masking: BERT's 15% / 80-10-10 in the collator, protected tokens, a
-per-step seed, the tied prediction head, and a head that learns."""
+per-step seed, the backbone's own tied prediction head (loaded and saved with the model), and a head
+that learns."""
 from __future__ import annotations
 
 import pytest
@@ -8,6 +9,7 @@ import torch
 from cselab.data.masking import IGNORE, MlmMasking
 from cselab.losses import LOSSES, build_objective
 from cselab.losses.base import LossInputs, MaskedTokens
+from cselab.model.mlm_head import MlmHead
 
 
 def synthetic_batch(tokenizer, rows: int = 400, width: int = 64, seed: int = 0):
@@ -65,46 +67,61 @@ SENTENCES = ["the cat sat on the warm mat near the door", "a dog ran across the 
              "my neighbour paints small houses in the evening", "the teacher reads a long letter aloud"] * 4
 
 
-def masked_tokens(encoder, masking, seed=0) -> MaskedTokens:
-    """What the training step hands the term: hidden states at the masked positions (steps.py)."""
+def masked_tokens(encoder, head, masking, seed=0) -> MaskedTokens:
+    """What the training step hands the term: the MLM head's logits at the masked positions (steps.py)."""
     batch = masking(dict(encoder.tokenize(SENTENCES)), seed)
     states = encoder.token_states(batch.features)
-    return MaskedTokens(states.reshape(-1, states.shape[-1])[batch.positions], batch.labels,
-                        encoder.input_embeddings())
+    return MaskedTokens(head(states.reshape(-1, states.shape[-1])[batch.positions]), batch.labels)
 
 
-def mlm_term(encoder):
-    context = {"hidden_size": encoder.hidden_size, "vocab_size": encoder.input_embeddings().shape[0]}
-    return build_objective([{"name": "mlm"}], context).terms[0]
+def test_the_head_is_the_backbones_own_and_tied_to_the_input_embeddings(tiny_encoder):
+    from transformers import BertForMaskedLM
 
-
-def test_head_is_tied_to_the_input_embeddings(tiny_encoder):
     torch.manual_seed(0)
-    term = mlm_term(tiny_encoder)
-    loss, logs = term(LossInputs(masked=masked_tokens(tiny_encoder, MlmMasking(tiny_encoder.tokenizer, 0.3))))
+    head, term = MlmHead(tiny_encoder.backbone), build_objective([{"name": "mlm"}]).terms[0]
+    reference = BertForMaskedLM(tiny_encoder.backbone.config).cls
+    assert type(head.head) is type(reference)  # BERT's own cls head, not a copy of its layers
     embedding = tiny_encoder.input_embeddings()
-    assert all(p is not embedding for p in term.parameters())  # tied, not a copy
-    assert term.decoder_bias.shape == (embedding.shape[0],)
-    assert term.transform.weight.shape == (tiny_encoder.hidden_size, tiny_encoder.hidden_size)
+    assert head.head.predictions.decoder.weight is embedding  # tied, not a copy
+    assert not list(term.parameters())  # the term is the loss alone; the head belongs to the model
+    loss, logs = term(LossInputs(masked=masked_tokens(tiny_encoder, head, MlmMasking(tiny_encoder.tokenizer, 0.3))))
     loss.backward()
     assert embedding.grad is not None and embedding.grad.abs().sum() > 0
     assert loss.item() == pytest.approx(torch.log(torch.tensor(float(embedding.shape[0]))).item(), rel=0.2)
-    assert set(logs) == {"mlm", "mlm_acc"} and all(torch.is_tensor(v) for v in logs.values())
+    assert set(logs) == {"loss", "acc"} and all(torch.is_tensor(v) for v in logs.values())
 
 
 def test_mlm_learns_on_a_fixed_batch(tiny_encoder):
     torch.manual_seed(0)
-    term = mlm_term(tiny_encoder)
+    head, term = MlmHead(tiny_encoder.backbone), build_objective([{"name": "mlm"}]).terms[0]
     masking = MlmMasking(tiny_encoder.tokenizer)
-    optimizer = torch.optim.AdamW([*tiny_encoder.parameters(), *term.parameters()], lr=3e-3)
+    optimizer = torch.optim.AdamW(torch.nn.ModuleList([tiny_encoder, head]).parameters(), lr=3e-3)  # tied: once
     losses = []
     for _ in range(25):
-        loss, _ = term(LossInputs(masked=masked_tokens(tiny_encoder, masking, seed=0)))
+        loss, _ = term(LossInputs(masked=masked_tokens(tiny_encoder, head, masking, seed=0)))
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
     assert sum(losses[-5:]) / 5 < 0.7 * sum(losses[:5]) / 5
+
+
+def test_the_head_loads_a_checkpoints_own_weights_and_saves_with_the_model(tiny_encoder, tmp_path):
+    from transformers import BertForMaskedLM
+
+    pretrained = BertForMaskedLM(tiny_encoder.backbone.config)
+    torch.nn.init.normal_(pretrained.cls.predictions.transform.dense.weight)
+    pretrained.save_pretrained(tmp_path / "hf")  # a Hugging Face checkpoint with cls.predictions.*
+    head = MlmHead(tiny_encoder.backbone)
+    assert head.load_from(str(tmp_path / "hf"))
+    assert torch.equal(head.head.predictions.transform.dense.weight, pretrained.cls.predictions.transform.dense.weight)
+    assert head.head.predictions.decoder.weight is tiny_encoder.input_embeddings()  # still the model's own
+    tiny_encoder.mlm_head = head
+    tiny_encoder.save(tmp_path / "raw")  # a raw encoder's directory keeps its trained head
+    again = MlmHead(tiny_encoder.backbone)
+    assert again.load_from(str(tmp_path / "raw"))
+    assert all(torch.equal(a, b) for a, b in zip(again.state_dict().values(), head.state_dict().values(), strict=True))
+    assert not MlmHead(tiny_encoder.backbone).load_from(str(tmp_path / "empty"))  # none: the architecture's init
 
 
 def test_invalid_rates_and_missing_inputs_are_rejected():
@@ -113,7 +130,7 @@ def test_invalid_rates_and_missing_inputs_are_rejected():
     with pytest.raises(ValueError, match="sum"):
         LOSSES.build("mlm", mask_replace_prob=0.8, random_replace_prob=0.3)
     with pytest.raises(ValueError, match="masked tokens"):
-        LOSSES.build("mlm", hidden_size=4, vocab_size=10)(LossInputs(torch.randn(2, 4)))
+        LOSSES.build("mlm")(LossInputs(torch.randn(2, 4)))
 
 
 def test_the_collator_masks_the_original_sentences_not_the_views(tiny_encoder):
