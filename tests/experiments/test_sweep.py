@@ -298,3 +298,13 @@ def test_the_base_models_dev_score_is_measured_once_per_base_model(settings, tmp
     trainer = FakeTrainer()
     run_sweep(settings, trainer, FakeEvaluator())
     assert trainer.base_dev == [None, {"fp32": 50.0}]
+
+
+def test_a_long_grid_value_gets_a_short_unique_folder():
+    from cselab.experiments.sweep import FOLDER_NAME_LIMIT, point_folder
+
+    short = point_folder({"data.corpus": "data/wiki.txt", "optim.lr": "1e-5"})
+    assert short == "data.corpus=data_wiki.txt,optim.lr=1e-5"
+    first = point_folder({"model.from_config": '{"model_type": "bert", "hidden_size": 32, ' + "x" * 200 + "}"})
+    second = point_folder({"model.from_config": '{"model_type": "bert", "hidden_size": 32, ' + "x" * 201 + "}"})
+    assert len(first) == len(second) == FOLDER_NAME_LIMIT and first != second

@@ -137,9 +137,18 @@ def grid_points(grid: list[tuple[str, list[str]]]) -> list[dict[str, str]]:
     return [dict(zip([k for k, _ in grid], combo, strict=True)) for combo in itertools.product(*(v for _, v in grid))]
 
 
+FOLDER_NAME_LIMIT = 120  # file systems allow 255 bytes; a JSON value (model.from_config) can be longer
+
+
 def point_folder(values: dict[str, str]) -> str:
-    """A grid point's folder name: its values as KEY=VALUE joined by commas (path separators replaced)."""
-    return ",".join(f"{key}={value}" for key, value in values.items()).replace(os.sep, "_").replace("/", "_")
+    """A grid point's folder name: its values as KEY=VALUE joined by commas (path separators replaced); a
+    name over FOLDER_NAME_LIMIT characters is cut and ends with a digest of the whole, so it stays unique."""
+    import hashlib
+
+    name = ",".join(f"{key}={value}" for key, value in values.items()).replace(os.sep, "_").replace("/", "_")
+    if len(name) <= FOLDER_NAME_LIMIT:
+        return name
+    return f"{name[:FOLDER_NAME_LIMIT - 13]}..{hashlib.sha256(name.encode()).hexdigest()[:11]}"
 
 
 def _sets(overrides: list[str], key: str) -> bool:
