@@ -25,6 +25,13 @@ def _add_eval(sub) -> None:
     p.add_argument("--classification-file", action="append", default=[], metavar="FILE",
                    help="your own labelled sentences (CSV/TSV/JSONL: text, label): logistic-regression probe with "
                         "nested cross-validation, as MR/CR; repeatable")
+    p.add_argument("--mteb", nargs="?", const="default", metavar="TASK,...",
+                   help="score through the mteb package instead (pip install 'cselab[mteb]'): MTEB's own tasks "
+                        "online; offline (HF_HUB_OFFLINE=1) the STS tasks served from the SentEval directory, and "
+                        "each --sts-file, under MTEB's names. Without TASK: STS12-16, STSBenchmark, SICK-R "
+                        "(--split dev: STSBenchmark and SICK-R on their dev files)")
+    p.add_argument("--mteb-output", metavar="DIR",
+                   help="where MTEB writes its result files (default: mteb/ beside --json, else ./mteb-results)")
     p.add_argument("--split", choices=["test", "dev"], default="test",
                    help="test: the papers' protocol; dev: STS-B dev, SICK trial, SST-2 dev, MRPC train CV "
                         "(model selection)")
@@ -76,6 +83,16 @@ def _data_dir(explicit: str | None) -> Path:
                             "(or pass --data-dir / set CSELAB_DATA)")
 
 
+def find_data_dir(explicit: str | None) -> Path | None:
+    """The SentEval directory where one is given or found; None when none is (an explicit one must exist)."""
+    try:
+        return _data_dir(explicit)
+    except FileNotFoundError:
+        if explicit:
+            raise
+        return None
+
+
 def eval_tasks(args) -> list[str]:
     """The task list of ``cselab eval``: --tasks (default sts, or none beside the user's own files) and
     each --sts-file / --classification-file as ``KIND:PATH``."""
@@ -92,6 +109,10 @@ def _run_eval(args) -> int:
     from cselab.hardware import resolve_device
 
     device = resolve_device(args.device, "--device")
+    if args.mteb is not None:
+        from cselab.evaluate.mteb_tasks import run_mteb_command
+
+        return run_mteb_command(args, device)
     spec = eval_tasks(args)
     # Fail on bad task names or missing files before loading any model.
     names = tasks.resolve(spec, args.split)

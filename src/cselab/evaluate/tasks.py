@@ -88,6 +88,7 @@ class _Base:
     display = ""  # the table heading; empty: the name
     dev_label: str | None = None  # the table heading on the dev split; None: the task has no dev split
     aliases: tuple[str, ...] = ()  # further names --tasks accepts (compared without case, '-' and '_')
+    mteb_name: str | None = None  # the same task's name in MTEB (cselab eval --mteb serves it offline)
 
     def __init__(self, data_dir: Path | None, split: str = "test", settings: ProbeSettings | None = None):
         if split not in SPLITS:
@@ -173,19 +174,19 @@ class STSPairs(_Base):
 
 
 for _year in STS_YEARS:
-    task(_year, f"SemEval {_year} (Spearman, subsets pooled)")(type(_year, (STSYear,), {}))
+    task(_year, f"SemEval {_year} (Spearman, subsets pooled)")(type(_year, (STSYear,), {"mteb_name": _year}))
 
 
 @task("STSBenchmark", "STS Benchmark, test split (dev: sts-dev.csv)")
 class STSBenchmark(STSPairs):
-    display, dev_label, aliases = "STS-B", "STS-B (dev)", ("stsb",)
+    display, dev_label, aliases, mteb_name = "STS-B", "STS-B (dev)", ("stsb",), "STSBenchmark"
     FILES = STSB_FILES
     reader = staticmethod(formats.read_stsb)
 
 
 @task("SICKRelatedness", "SICK relatedness, test split (dev: SICK_trial.txt)")
 class SICKRelatedness(STSPairs):
-    display, dev_label, aliases = "SICK-R", "SICK-R (trial)", ("sickr", "sick")
+    display, dev_label, aliases, mteb_name = "SICK-R", "SICK-R (trial)", ("sickr", "sick"), "SICK-R"
     FILES = SICK_FILES
     reader = staticmethod(formats.read_sick)
 
