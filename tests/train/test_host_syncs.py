@@ -78,3 +78,23 @@ def test_the_counter_ignores_device_side_work_and_reads_of_host_data():
     with paused, paused.pause():
         x.sum().item()
     assert paused.total == 0
+
+
+@pytest.mark.parametrize("model_type", ["bert", "roberta", "mpnet", "distilbert"])
+def test_a_padded_forward_builds_its_attention_mask_without_a_host_sync(model_type):
+    """transformers asks padding_mask.all() before building a mask (to skip it without padding);
+    cselab's encoders build it always, with the same values as the model's own."""
+    from cselab.model.encoder import SentenceEncoder
+    from tests.conftest import TINY_BERT
+
+    size = {k: v for k, v in TINY_BERT.items() if k != "model_type"}
+    if model_type == "distilbert":
+        size = {"dim": 32, "n_layers": 2, "n_heads": 2, "hidden_dim": 64, "max_position_embeddings": 64}
+    torch.manual_seed(0)
+    encoder = SentenceEncoder.from_config({"model_type": model_type, **size}, "minilm").eval()
+    features = encoder.tokenize(["a cat", "a much longer sentence than the first one"])
+    with HostSyncCounter() as counter:
+        vectors = encoder(features)
+    assert counter.total == 0, describe(counter)
+    encoder.backbone.config._attn_implementation = "eager"  # transformers' own mask, asked first
+    assert torch.allclose(vectors, encoder(features), atol=1e-5)

@@ -18,6 +18,11 @@ from torch import nn
 log = logging.getLogger(__name__)
 
 SDPA_NAME = "cselab_sdpa"
+EAGER_NAME = "cselab_eager"
+# Models whose own attention code never reads the implementation's name (only transformers' mask
+# builder does), checked one by one: their mask can come from an always-built eager mask under
+# another name. MPNet (all-mpnet-base-v2's architecture) has no SDPA attention.
+OWN_EAGER_ATTENTION = frozenset({"mpnet"})
 
 
 def always_build(mask_function: Callable) -> Callable:
@@ -34,10 +39,20 @@ def always_build(mask_function: Callable) -> Callable:
 
 def use_sync_free_masks(backbone: nn.Module) -> bool:
     """Switch a backbone on PyTorch's SDPA attention to the same attention with an always-built mask
-    (in place; nothing saved changes). False where the model or transformers has no attention
-    interface (older transformers, models with their own attention code): those keep their masks."""
+    (in place; nothing saved changes), and the models of :data:`OWN_EAGER_ATTENTION` to an
+    always-built eager mask. False where the model or transformers has no attention interface
+    (older transformers, other models with their own attention code): those keep their masks."""
     config = getattr(backbone, "config", None)
-    if getattr(config, "_attn_implementation", None) != "sdpa" or not hasattr(backbone, "set_attn_implementation"):
+    implementation = getattr(config, "_attn_implementation", None)
+    if implementation == "eager" and config.model_type in OWN_EAGER_ATTENTION:
+        try:
+            from transformers.masking_utils import AttentionMaskInterface, eager_mask
+        except ImportError:
+            return False
+        AttentionMaskInterface.register(EAGER_NAME, always_build(eager_mask))
+        config._attn_implementation = EAGER_NAME  # read by the mask builder only (not saved)
+        return True
+    if implementation != "sdpa" or not hasattr(backbone, "set_attn_implementation"):
         return False
     try:
         from transformers import AttentionInterface
