@@ -64,7 +64,8 @@ def use_sync_free_masks(backbone: nn.Module) -> bool:
     AttentionMaskInterface.register(SDPA_NAME, always_build(sdpa_mask))
     try:
         backbone.set_attn_implementation(SDPA_NAME)
-    except (ValueError, NotImplementedError) as error:  # a model that does not take custom attention
+    except (ValueError, NotImplementedError, AttributeError, TypeError, KeyError) as error:
+        # a model that does not take custom attention (remote code included): it keeps its own masks
         log.info("attention masks stay transformers' (%s)", error)
         return False
     return True
