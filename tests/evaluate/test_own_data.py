@@ -133,3 +133,14 @@ def test_a_new_task_is_one_registered_class(monkeypatch, senteval_dir):
               "tasks": {"STSBTrain": {"score": 1.0}}}
     assert built.files() == [senteval_dir / "STS/STSBenchmark/sts-train.csv"]
     assert "| Model (pooler) | STS-B train (dev) | Avg. |" in report.markdown([result])
+
+
+def test_own_files_are_read_on_either_split(tmp_path):
+    pairs = tmp_path / "p.tsv"
+    pairs.write_text("".join(f"{a}\t{b}\t{s}\n" for a, b, s in _pairs()))
+    labelled = tmp_path / "l.tsv"
+    labelled.write_text("".join(f"s {i}\t{'xy'[i % 2]}\n" for i in range(40)))
+    for split in ("test", "dev"):
+        built = tasks.build(tasks.resolve([f"sts:{pairs}", f"classification:{labelled}"], split), None, split)
+        assert [t.files() for t in built] == [[pairs], [labelled]]
+        assert [tasks.label(t.name, split) for t in built] == ["p.tsv", "l.tsv"]

@@ -329,6 +329,7 @@ class _FileTask(_Base):
     """A user's own file (``KIND:PATH``): read as given, whatever the split (it is the user's data)."""
 
     group = "own"
+    dev_label = ""  # not None: a user's file is read whatever the split (it has no test/dev parts)
     kind = ""
     metric = ""  # what ``score`` is, for the table
 
