@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from tests.conftest import TINY_BERT
@@ -34,15 +33,33 @@ def _records(out: Path) -> list[dict]:
         return []
 
 
-def _rank_pid(launcher: subprocess.Popen, rank: int) -> int:
-    """The pid of the worker of ``rank`` (torchrun's child whose environment says RANK=rank)."""
-    for child in psutil.Process(launcher.pid).children(recursive=True):
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, from /proc's parent ids (Linux)."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            if child.environ().get("RANK") == str(rank) and "cselab.cli" in " ".join(child.cmdline()):
-                return child.pid
-        except psutil.Error:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone already
             continue
-    raise AssertionError(f"no worker of rank {rank}")
+        parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = [], [pid]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
+
+
+def _rank_pid(launcher: subprocess.Popen, rank: int) -> int:
+    """The pid of the worker of ``rank``: torchrun's child whose environment says RANK=rank."""
+    for pid in _descendants(launcher.pid):
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:  # gone already
+            continue
+        if f"RANK={rank}".encode() in environ:
+            return pid
+    raise AssertionError(f"no worker of rank {rank} among {_descendants(launcher.pid)}")
 
 
 def _signal_one_rank_after(launcher: subprocess.Popen, out: Path, rank: int, after_step: int) -> tuple[int, str]:
