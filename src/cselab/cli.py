@@ -103,6 +103,8 @@ def _run_train(args) -> int:
     if args.print_config:
         print(json.dumps(config.to_dict(), indent=2))
         return 0
+    if not config.model.from_config:
+        check_model_early(config.model.name_or_path)
     from cselab.train.loop import train
 
     summary = train(config, resume=not args.no_resume)
@@ -131,7 +133,7 @@ def require_paper_setting(config, fetch_data: bool = True) -> None:
     download failed is named in its piece's entry. The model itself is only checked: the first training
     run downloads it through transformers."""
     from cselab.errors import ConfigError
-    from cselab.model.source import hub_offline
+    from cselab.sources import hub_offline
 
     model = _missing_model(config.model.name_or_path)
     corpus, senteval = _missing_corpus(config.data.corpus), _missing_senteval(config.data.dev_dir)
@@ -173,7 +175,7 @@ def _fetch_missing_data(config, corpus: str | None, senteval: str | None) -> tup
 
 def _missing_model(name: str) -> str | None:
     """Loadable without downloading (a local directory, the Hugging Face cache), or the Hub is reachable."""
-    from cselab.model.source import hub_offline, in_hub_cache
+    from cselab.sources import hub_offline, in_hub_cache
 
     if name == "minilm":
         return None
@@ -311,6 +313,15 @@ def geometry_lines(geometry: dict | None) -> list[str]:
             "negatives push apart)"]
 
 
+def check_model_early(name: str) -> None:
+    """A model that is no model, or a name the Hub cannot serve now, fails before any work (reading the
+    corpus, building the run) and, for `encode`, before torch and transformers are imported."""
+    from cselab.sources import check_model_source
+
+    if name != "minilm":  # the offline base, installed with cselab
+        check_model_source(name, name)
+
+
 def _add_encode(sub) -> None:
     p = sub.add_parser("encode", help="embed sentences with a trained model",
                        formatter_class=HelpFormatter)
@@ -328,14 +339,16 @@ def _add_encode(sub) -> None:
 def _run_encode(args) -> int:
     import cselab
     from cselab.errors import ConfigError
-    from cselab.hardware import resolve_device
 
+    check_model_early(args.model)  # before torch is imported: a name the Hub cannot serve fails at once
     sentences = _encode_inputs(Path(args.input))
     out = _encode_output(Path(args.out))
     if not sentences:  # a 0-row array would pass for a result downstream
         raise ConfigError(f"--in {args.input}: empty file, nothing to encode")
     if args.batch_size < 1:
         raise ConfigError(f"--batch-size: must be >= 1, got {args.batch_size}")
+    from cselab.hardware import resolve_device
+
     device = resolve_device(args.device, "--device")  # every check before the model is loaded
     model = cselab.load(args.model).to(device)
     vectors = model.encode(sentences, batch_size=args.batch_size, normalize=args.normalize,

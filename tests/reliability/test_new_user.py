@@ -129,7 +129,7 @@ def test_an_unreachable_hub_is_said_at_once(hub_not_offline, monkeypatch, tmp_pa
     import socket
     import time
 
-    import cselab.model.source as source
+    import cselab.sources as source
 
     timeouts = []
 
@@ -151,7 +151,7 @@ def test_an_unreachable_hub_is_said_at_once(hub_not_offline, monkeypatch, tmp_pa
 
 
 def test_hf_hub_offline_is_said_without_trying(monkeypatch, tmp_path):
-    import cselab.model.source as source
+    import cselab.sources as source
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(source.socket, "create_connection", lambda *a, **k: pytest.fail("connected although offline"))
@@ -159,6 +159,32 @@ def test_hf_hub_offline_is_said_without_trying(monkeypatch, tmp_path):
                           "--output-dir", str(tmp_path / "run"), "--corpus", "builtin:wordnet-glosses"])
     assert code == 2 and "the Hub is unreachable (HF_HUB_OFFLINE is set)" in err, err
     assert not (tmp_path / "run").exists()
+
+
+def test_a_hanging_name_lookup_counts_as_unreachable(monkeypatch):
+    import time
+
+    import cselab.sources as source
+
+    monkeypatch.setattr(source.socket, "create_connection", lambda *a, **k: time.sleep(30))  # a resolver that hangs
+    started = time.monotonic()
+    reason = source.unreachable_reason()
+    assert time.monotonic() - started < source.CONNECT_SECONDS + 1 and reason.endswith("no answer")
+
+
+def test_encode_refuses_an_unservable_name_before_importing_torch(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    sentences = tmp_path / "in.txt"
+    sentences.write_text("a sentence\n")
+    code = ("import sys; from cselab.cli import main; "
+            f"code = main(['encode', 'no-such-org/no-such-model', '--in', {str(sentences)!r}, '--out', 'e.npy']); "
+            "sys.exit(10 + code if 'torch' in sys.modules else code)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=120)
+    assert done.returncode == 2 and "HF_HUB_OFFLINE is set" in done.stderr, (done.returncode, done.stderr)
 
 
 # --- 4: what the path is, and what a model directory / corpus must hold ----------------------------
@@ -178,7 +204,7 @@ def test_a_path_that_is_no_model_is_named_for_what_it_is(tmp_path, kind):
 
 def test_a_checkpoints_folder_points_at_the_trained_model(tmp_path):
     from cselab.errors import ModelLoadError
-    from cselab.model.source import check_model_source
+    from cselab.sources import check_model_source
 
     (tmp_path / "run" / "checkpoints" / "step-00000002").mkdir(parents=True)
     (tmp_path / "run" / "config.json").write_text("{}")

@@ -44,7 +44,7 @@ def require_mteb():
 
 def offline_reason() -> str | None:
     """Why MTEB's own data cannot be fetched now (None: the Hub is reachable)."""
-    from cselab.model.source import hub_offline, unreachable_reason
+    from cselab.sources import hub_offline, unreachable_reason
 
     return "HF_HUB_OFFLINE is set" if hub_offline() else unreachable_reason()
 

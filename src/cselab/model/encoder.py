@@ -24,7 +24,7 @@ from cselab.errors import ModelLoadError, UnsafeModelError
 from cselab.hardware import autocast, choose_precision
 from cselab.model.masks import use_sync_free_masks
 from cselab.model.poolers import NEEDS_HIDDEN_STATES, POOLERS
-from cselab.model.source import check_model_source
+from cselab.sources import check_model_source
 
 log = logging.getLogger(__name__)
 
@@ -393,6 +393,8 @@ class SentenceEncoder(nn.Module):
         with _quiet_transformers():  # no progress bar for writing one file
             self.backbone.save_pretrained(path, safe_serialization=True, state_dict=self._state_with_pooler())
         self.tokenizer.save_pretrained(path)
+        if self.mlm_head is not None:  # continued pre-training resumes it (sentence-transformers ignores the file)
+            self.mlm_head.save(path)
         modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]
         st_modules = []
         hidden = self.hidden_size
@@ -448,8 +450,6 @@ def _st_modules():
     return Dense, Pooling, WeightedLayerPooling
 
 
-        if self.mlm_head is not None:  # continued pre-training resumes it (sentence-transformers ignores the file)
-            self.mlm_head.save(path)
 def _st_model_config() -> dict:
     """``config_sentence_transformers.json`` with the keys sentence-transformers writes (its ``save``):
     the library versions, no prompts, cosine similarity."""

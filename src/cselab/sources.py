@@ -1,4 +1,5 @@
-"""Where a model comes from, checked before transformers is asked: a local model directory, the
+"""Where a model comes from, checked before transformers is asked (and by the command line before
+torch is even imported): a local model directory, the
 Hugging Face cache, or the Hub. What is not a model gets one line saying what the path *is* (a file,
 an empty folder, a run's checkpoints, a report) and what a model directory holds; a Hub name that
 cannot be served fails at once where the Hub is unreachable (transformers would retry for about a
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -121,8 +123,20 @@ def unreachable_reason() -> str | None:
 
     endpoint = urlparse(constants.ENDPOINT)
     host, port = endpoint.hostname or "", endpoint.port or (443 if endpoint.scheme == "https" else 80)
-    try:
-        socket.create_connection((host, port), timeout=CONNECT_SECONDS).close()
-    except OSError as exc:  # no DNS, refused, timed out: all mean "not now"
-        return f"no connection to {host} within {CONNECT_SECONDS:g} s: {exc.strerror or type(exc).__name__}"
-    return None
+    outcome: list[str | None] = []
+
+    def connect() -> None:
+        try:
+            socket.create_connection((host, port), timeout=CONNECT_SECONDS).close()
+            outcome.append(None)
+        except OSError as exc:  # no DNS, refused, timed out: all mean "not now"
+            outcome.append(exc.strerror or type(exc).__name__)
+
+    # The name lookup is not bound by the socket's timeout (a resolver can wait far longer): the
+    # attempt runs in a thread of its own, and its answer counts only if it comes in time.
+    attempt = threading.Thread(target=connect, daemon=True)
+    attempt.start()
+    attempt.join(CONNECT_SECONDS)
+    if outcome and outcome[0] is None:
+        return None
+    return f"no connection to {host} within {CONNECT_SECONDS:g} s: {outcome[0] if outcome else 'no answer'}"
