@@ -83,6 +83,6 @@ def entries(citation: str) -> list[str]:
 
 
 def collect(parts, dropout_view: bool) -> str:
-    """The citation of a run: each objective term's and augmenter's (None: a role with no augmenter),
-    and SimCSE's where a view is a dropout view (SimCSE's positives)."""
-    return join(SIMCSE if dropout_view else "", *(getattr(part, "citation", "") for part in parts if part is not None))
+    """The citation of a run: each objective term's and augmenter's (both have a ``citation``; None: a
+    role with no augmenter), and SimCSE's where a view is a dropout view (SimCSE's positives)."""
+    return join(SIMCSE if dropout_view else "", *(part.citation for part in parts if part is not None))

@@ -13,14 +13,17 @@ def test_example_rows_for_cheap_augmenters(tmp_path):
 
 
 def test_unavailable_augmenter_gets_a_row_saying_so(tmp_path, monkeypatch):
-    from cselab.augment.base import AugmenterUnavailable
+    from cselab.augment.base import Augmenter, AugmenterUnavailable
 
     load_all()
 
-    def broken(**params):
-        raise AugmenterUnavailable("needs something not installed")
+    class Broken(Augmenter):
+        name, tag, description = "random_crop", "altering", "a stand-in whose dependency is missing"
 
-    monkeypatch.setitem(AUGMENTERS._factories, "random_crop", broken)
+        def __init__(self, **params):
+            raise AugmenterUnavailable("needs something not installed")
+
+    monkeypatch.setitem(AUGMENTERS._factories, "random_crop", Broken)
     tag, before, after = example_row("random_crop", tmp_path)
     assert "unavailable here" in after and "not installed" in after
 

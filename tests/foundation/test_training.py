@@ -39,11 +39,12 @@ def test_twenty_steps_lower_the_loss_and_reload_in_sentence_transformers(tmp_pat
 
 def test_hard_negatives_from_config_reach_the_loss(tmp_path, tiny_corpus, monkeypatch):
     """A negative view adds rows; the loss sees them (observed through the InfoNCE term)."""
-    from cselab.augment.base import AUGMENTERS
+    from cselab.augment.base import AUGMENTERS, Augmenter
     from cselab.losses.infonce import InfoNCELoss
 
-    class Reverse:
+    class Reverse(Augmenter):
         name = "test_reverse_words"
+        tag = "altering"
 
         def augment(self, sentences, seed):
             return [" ".join(reversed(s.split())) for s in sentences]

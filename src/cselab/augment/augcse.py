@@ -43,7 +43,14 @@ from typing import TYPE_CHECKING, ClassVar
 
 from cselab import citations
 from cselab.augment import spacy_pipeline
-from cselab.augment.base import AUGMENTERS, AugmenterUnavailable, check_ratio, register_augmenter, sentence_seed
+from cselab.augment.base import (
+    AUGMENTERS,
+    Augmenter,
+    AugmenterUnavailable,
+    check_ratio,
+    register_augmenter,
+    sentence_seed,
+)
 from cselab.augment.spacy_pipeline import MAX_PARSE_CHARS, SENTENCIZER
 from cselab.augment.tokenize import match_case
 from cselab.errors import UnknownNameError
@@ -165,7 +172,7 @@ LEVEL_COMPONENTS = {"tag": ("tok2vec", "tagger", "attribute_ruler"),
                     "sentences": SENTENCIZER}
 
 
-class SpacyRule:
+class SpacyRule(Augmenter):
     """Base for rules over a spaCy Doc: prefilter, shared batched parse, one rewrite per Doc.
 
     ``rewrite`` returns the new text, or None when the rule cannot apply. Docs come from the
@@ -253,7 +260,7 @@ def _capitalize(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-class RegexRule:
+class RegexRule(Augmenter):
     """Base for rules that need no parse: regular expressions over the raw text."""
     citation = citations.AUGCSE
 

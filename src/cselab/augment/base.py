@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import random
 import zlib
-from typing import ClassVar, Protocol, TypeVar, runtime_checkable
+from collections.abc import Sequence
+from typing import ClassVar, TypeVar
 
 from cselab.augment.tokenize import detokenize, tokenize
 from cselab.errors import CselabError
@@ -23,14 +24,51 @@ from cselab.registry import Registry
 TAGS = ("meaning-preserving", "possibly-altering", "altering")
 
 
-@runtime_checkable
-class Augmenter(Protocol):
-    name: str
-    citation: str  # the BibTeX of its method's paper, "" for none (SentenceAugmenter's default)
+class Augmenter:
+    """The base class of every augmenter: subclass it (or ``SentenceAugmenter``/``TokenAugmenter`` for a
+    per-sentence rule), set ``name``, ``tag`` (one of ``TAGS``) and ``description``, and register the
+    class with ``@register_augmenter``. ``augment`` is the one method to write; every other hook has a
+    default that does nothing, and the training views call them on every augmenter:
+
+    - ``citation``: the BibTeX of its method's paper (``cselab/citations.py``; "" for none);
+    - ``fit(corpus)``: corpus statistics before step 1 (UNA's TF-IDF, a cache built for the corpus);
+      a composition fits its parts;
+    - ``extra_fit_positives``: true when ``fit`` also takes ``positives=``, the positive view's outputs
+      for the whole corpus (UNA fitted on paraphrased positives too);
+    - ``augmented_texts()``: its outputs for the whole corpus when it computed them beforehand
+      (``cached``), else None;
+    - ``use_tokenizer(tokenizer)``: counts the encoder's tokens (CLEAR's token-level rules);
+    - ``special_tokens``: placeholder tokens it writes that the tokenizer must keep whole (``[DEL]``);
+      a composition reports its parts';
+    - ``parts``: the augmenters it is made of (compositions), walked for the hooks above;
+    - ``output_revision``: raised when its rules change, so cached outputs of the old rules are rebuilt.
+    """
+
+    name: ClassVar[str]
+    tag: str  # a class attribute; a composition sets its own per instance
+    description: ClassVar[str]
+    citation: str = ""
+    special_tokens: tuple[str, ...] = ()
+    extra_fit_positives: bool = False
+    output_revision: ClassVar[int] = 0
 
     def augment(self, sentences: list[str], seed: int) -> list[str]:
         """One output per input, in order; the unchanged input where no rule applies."""
-        ...
+        raise NotImplementedError
+
+    @property
+    def parts(self) -> tuple[Augmenter, ...]:
+        return ()
+
+    def fit(self, corpus: Sequence[str]) -> None:
+        for part in self.parts:
+            part.fit(corpus)
+
+    def augmented_texts(self) -> list[str] | None:
+        return None
+
+    def use_tokenizer(self, tokenizer) -> None:
+        return None
 
 
 AUGMENTERS: Registry[Augmenter] = Registry("augmenter")
@@ -44,17 +82,18 @@ class AugmenterUnavailable(CselabError, RuntimeError):
 
 def register_augmenter(cls: A) -> A:
     """Class decorator: register ``cls`` under ``cls.name`` with ``cls.description``."""
-    if getattr(cls, "tag", None) not in TAGS:
+    if not issubclass(cls, Augmenter):
+        raise TypeError(f"augmenter {cls.__name__}: must subclass cselab.augment.base.Augmenter")
+    if getattr(cls, "tag", None) not in TAGS:  # a class being registered: the attribute may be missing
         raise ValueError(f"augmenter {cls.__name__}: tag must be one of {TAGS}, not {getattr(cls, 'tag', None)!r}")
     AUGMENTERS.register(cls.name, cls.description)(cls)
     return cls
 
 
-def special_tokens(*augmenters) -> tuple[str, ...]:
+def special_tokens(*augmenters: Augmenter | None) -> tuple[str, ...]:
     """Placeholder tokens the augmenters write (CLEAR's ``[DEL]``) that the tokenizer must keep whole,
-    in first-seen order. An augmenter declares them as ``special_tokens``; compositions report their
-    parts'; None (no augmenter) contributes nothing."""
-    return tuple(dict.fromkeys(token for a in augmenters for token in (getattr(a, "special_tokens", ()) or ())))
+    in first-seen order; None (no augmenter) contributes nothing."""
+    return tuple(dict.fromkeys(token for a in augmenters if a is not None for token in a.special_tokens))
 
 
 def changed_flags(originals: list[str], augmented: list[str]) -> list[bool]:
@@ -79,18 +118,11 @@ def derive_seed(seed: int, salt: int) -> int:
     return (seed * 1_000_003 + salt * 7_919 + 17) & _MASK32
 
 
-class SentenceAugmenter:
+class SentenceAugmenter(Augmenter):
     """Base class: per-sentence augmentation with a per-sentence RNG (see module docstring).
 
     Subclasses set ``name``, ``tag`` and ``description`` and implement ``augment_one``.
     """
-    # The BibTeX of the paper whose method this is (cselab/citations.py); "": none defines it.
-    citation: ClassVar[str] = ""
-
-    name: ClassVar[str]
-    tag: ClassVar[str]
-    description: ClassVar[str]
-
     def __init__(self) -> None:
         self._rng = random.Random(0)  # reseeded per sentence: no per-call object creation
 

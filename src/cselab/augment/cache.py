@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from cselab import citations
-from cselab.augment.base import AUGMENTERS, AugmenterUnavailable, register_augmenter, sentence_seed
+from cselab.augment.base import AUGMENTERS, Augmenter, AugmenterUnavailable, register_augmenter, sentence_seed
 from cselab.augment.compose import build_spec
 from cselab.errors import CselabError
 
@@ -129,7 +129,7 @@ def output_revisions(spec: Any) -> dict[str, int]:
     def walk(node: Any) -> None:
         if isinstance(node, str):
             if node in AUGMENTERS:
-                revision = getattr(AUGMENTERS.get(node), "output_revision", 0)
+                revision = AUGMENTERS.get(node).output_revision
                 if revision:
                     found[node] = revision
         elif isinstance(node, dict):
@@ -270,7 +270,7 @@ def build_quietly(spec: dict, where: str):
 
 
 @register_augmenter
-class Cached:
+class Cached(Augmenter):
     citation = ""  # per instance: the cached augmenters'
     name = "cached"
     tag = "possibly-altering"  # per instance: the tag of the cached augmenter when known
@@ -295,7 +295,7 @@ class Cached:
         self.seed = seed
         self.chunk_size = chunk_size
         self.specs = [augmenter_spec(spec, f"cached.augmenter[{k}]") for k, spec in enumerate(specs)]
-        self.citation = citations.join(*(getattr(AUGMENTERS.get(s["name"]), "citation", "") for s in self.specs
+        self.citation = citations.join(*(AUGMENTERS.get(s["name"]).citation for s in self.specs
                                          if s["name"] in AUGMENTERS))
         self.table: dict[str, list[str]] = {}
         self.fallback = None
@@ -317,7 +317,7 @@ class Cached:
                           + (f" named {self.augmentation!r}" if self.augmentation else ""), stacklevel=3)
         if self.specs:
             self.fallback = self._first_available()[1]
-            self.tag = getattr(self.fallback, "tag", self.tag)
+            self.tag = self.fallback.tag
         elif self.augmentation:
             self.tag = _tag_of(self.augmentation, self.tag)
 
@@ -336,7 +336,7 @@ class Cached:
     def fit(self, corpus: Sequence[str]) -> Cached:
         """With no ``path``: read, or first build, the cache of ``corpus`` (see the module docstring)."""
         if self.path is not None:
-            if callable(getattr(self.fallback, "fit", None)):
+            if self.fallback is not None:
                 self.fallback.fit(corpus)
             return self
         key, root = corpus_digest(corpus), cache_root()
@@ -353,8 +353,7 @@ class Cached:
                 warnings.warn(f"cached: {spec['name']} is not available here ({exc}); trying "
                               f"{self.specs[k + 1]['name']}", stacklevel=2)
                 continue
-            if callable(getattr(augmenter, "fit", None)):
-                augmenter.fit(corpus)
+            augmenter.fit(corpus)
             log.info("cached: augmenting %d sentences with %s into %s (once; resumable)", len(corpus), spec["name"],
                      store.path)
             store.build(augmenter, corpus, self.chunk_size)
@@ -365,8 +364,13 @@ class Cached:
         self.table = store.read()
         self.cache_file = store.path
         self.fallback, self._fallback_spec = augmenter, spec
-        self.tag = getattr(augmenter, "tag", _tag_of(spec["name"], self.tag))
+        self.tag = _tag_of(spec["name"], self.tag) if augmenter is None else augmenter.tag
         return self
+
+    @property
+    def parts(self) -> tuple[Augmenter, ...]:
+        """The augmenter for sentences missing from the cache, once built."""
+        return () if self.fallback is None else (self.fallback,)
 
     def augmented_texts(self) -> list[str]:
         """Every cached output (UNA fits its TF-IDF on the originals plus these)."""
@@ -404,4 +408,4 @@ def _tag_of(name: str, default: str) -> str:
     from cselab.augment import AUGMENTERS, load_all
 
     load_all()
-    return getattr(AUGMENTERS.get(name), "tag", default) if name in AUGMENTERS else default
+    return AUGMENTERS.get(name).tag if name in AUGMENTERS else default

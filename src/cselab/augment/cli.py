@@ -117,7 +117,7 @@ def print_list() -> None:
 
     tagged = 0
     for name in AUGMENTERS.names():
-        tag, augcse = getattr(AUGMENTERS.get(name), "tag", ""), augcse_column(name)
+        tag, augcse = AUGMENTERS.get(name).tag, augcse_column(name)
         tagged += bool(augcse)
         print(f"{name:30s} {tag:19s} {augcse:10s} {AUGMENTERS.describe(name)}")
     print(f"\naugcse-N: one of the {tagged} augmenters of AugCSE's pool (Table 3); N is the smallest of its "
@@ -157,8 +157,7 @@ def run(args) -> int:
                 augmenter = build_augmenter(name, **params[name])
             except TypeError as exc:
                 raise AugmentCliError(f"augmenter {name}: bad parameters {params[name]} ({exc})") from None
-            if callable(getattr(augmenter, "fit", None)):
-                augmenter.fit(sentences)
+            augmenter.fit(sentences)
             augmenters.append(augmenter)
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)

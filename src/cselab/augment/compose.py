@@ -43,8 +43,8 @@ def build_spec(spec: Any, where: str) -> Augmenter:
         raise ValueError(f"{where}: bad parameters for augmenter {spec['name']!r}: {exc}") from None
 
 
-def _most_altering(augmenters) -> str:
-    tags = [getattr(a, "tag", "possibly-altering") for a in augmenters]
+def _most_altering(augmenters: list[Augmenter]) -> str:
+    tags = [a.tag for a in augmenters]
     return max(tags, key=lambda t: TAGS.index(t) if t in TAGS else 1, default="meaning-preserving")
 
 
@@ -54,13 +54,13 @@ def _apply_to_rows(augmenter: Augmenter, sentences: list[str], rows: list[int], 
             out[i] = text
 
 
-def _citation(parts: list) -> str:
+def _citation(parts: list[Augmenter]) -> str:
     """A composition cites the papers of its parts."""
-    return citations.join(*(getattr(part, "citation", "") for part in parts))
+    return citations.join(*(part.citation for part in parts))
 
 
 @register_augmenter
-class Sequence:
+class Sequence(Augmenter):
     citation = ""  # per instance: its parts'
     name = "sequence"
     tag = "possibly-altering"  # per instance: the most altering of its steps
@@ -80,13 +80,12 @@ class Sequence:
         return out
 
     @property
+    def parts(self) -> tuple[Augmenter, ...]:
+        return tuple(self.steps)
+
+    @property
     def special_tokens(self) -> tuple[str, ...]:
         return special_tokens(*self.steps)
-
-    def fit(self, corpus: list[str]) -> None:
-        for step in self.steps:
-            if callable(getattr(step, "fit", None)):
-                step.fit(corpus)
 
 
 def _valid_weights(weights, count: int) -> bool:
@@ -98,7 +97,7 @@ def _valid_weights(weights, count: int) -> bool:
 
 
 @register_augmenter
-class OneOf:
+class OneOf(Augmenter):
     citation = ""  # per instance: its parts'
     name = "one_of"
     tag = "possibly-altering"
@@ -142,17 +141,16 @@ class OneOf:
         return out
 
     @property
+    def parts(self) -> tuple[Augmenter, ...]:
+        return tuple(self.choices)
+
+    @property
     def special_tokens(self) -> tuple[str, ...]:
         return special_tokens(*self.choices)
 
-    def fit(self, corpus: list[str]) -> None:
-        for choice in self.choices:
-            if callable(getattr(choice, "fit", None)):
-                choice.fit(corpus)
-
 
 @register_augmenter
-class WithProbability:
+class WithProbability(Augmenter):
     citation = ""  # per instance: its parts'
     name = "with_probability"
     tag = "possibly-altering"
@@ -164,7 +162,7 @@ class WithProbability:
             raise ValueError(f"with_probability: 'p' must be in [0, 1], got {p}")
         self.p = p
         self.augmenter = build_spec(augmenter, "with_probability.augmenter")
-        self.tag = getattr(self.augmenter, "tag", "possibly-altering")
+        self.tag = self.augmenter.tag
         self.citation = _citation([self.augmenter])
         self._rng = random.Random(0)
 
@@ -181,12 +179,12 @@ class WithProbability:
         return out
 
     @property
+    def parts(self) -> tuple[Augmenter, ...]:
+        return (self.augmenter,)
+
+    @property
     def special_tokens(self) -> tuple[str, ...]:
         return special_tokens(self.augmenter)
-
-    def fit(self, corpus: list[str]) -> None:
-        if callable(getattr(self.augmenter, "fit", None)):
-            self.augmenter.fit(corpus)
 
 
 __all__ = ["OneOf", "Sequence", "WithProbability", "build_spec", "AUGMENTERS"]

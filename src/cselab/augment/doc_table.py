@@ -40,7 +40,7 @@ def example_row(name: str, cache_dir: Path) -> tuple[str, str, str]:
     from cselab.augment import AUGMENTERS, build_augmenter, load_all
 
     load_all()
-    tag = getattr(AUGMENTERS.get(name), "tag", "")
+    tag = AUGMENTERS.get(name).tag
     params = dict(EXAMPLE_PARAMS.get(name, {}))
     if name == "cached":
         path = cache_dir / "example.jsonl"
@@ -53,12 +53,11 @@ def example_row(name: str, cache_dir: Path) -> tuple[str, str, str]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             augmenter = build_augmenter(name, **params)
-            if callable(getattr(augmenter, "fit", None)):
-                augmenter.fit(EXAMPLES)
+            augmenter.fit(EXAMPLES)
             outputs = augmenter.augment(EXAMPLES, 0)
     except Exception as exc:  # noqa: BLE001 - any failure is reported in the table, not hidden
         return tag, "", f"*unavailable here: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}*"
-    tag = getattr(augmenter, "tag", tag)
+    tag = augmenter.tag  # a composition's: that of its parts
     for before, after in zip(EXAMPLES, outputs, strict=True):
         if after != before:
             return tag, before, after

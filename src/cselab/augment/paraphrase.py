@@ -18,7 +18,7 @@ import functools
 import random
 from typing import Any, ClassVar
 
-from cselab.augment.base import AugmenterUnavailable, check_positive_int, register_augmenter, sentence_seed
+from cselab.augment.base import Augmenter, AugmenterUnavailable, check_positive_int, register_augmenter, sentence_seed
 
 DEFAULT_MODEL = "tuner007/pegasus_paraphrase"
 PICKS = ("first", "random")
@@ -41,7 +41,7 @@ def load_seq2seq(name_or_path: str, device: str = "cpu"):
 
 
 @register_augmenter
-class Paraphrase:
+class Paraphrase(Augmenter):
     """Rewrite each sentence with a seq2seq paraphraser (default ``tuner007/pegasus_paraphrase``).
 
     ``num_beams`` / ``num_return_sequences`` / ``do_sample`` / ``temperature`` / ``top_k`` /

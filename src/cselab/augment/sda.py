@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from cselab import citations
 from cselab.augment import spacy_pipeline
-from cselab.augment.base import AugmenterUnavailable, register_augmenter, sentence_seed
+from cselab.augment.base import Augmenter, AugmenterUnavailable, register_augmenter, sentence_seed
 from cselab.augment.spacy_pipeline import MAX_PARSE_CHARS
 from cselab.errors import counted
 
@@ -732,7 +732,7 @@ def resolve_processes(name: str, processes: int | str) -> int:
 
 
 # --------------------------------------------------------------------------- augmenters
-class _SpacyAugmenter:
+class _SpacyAugmenter(Augmenter):
     """Parses a batch with spaCy (``nlp.pipe``) and applies one rule per parsed sentence.
 
     ``processes`` > 1 (or 0 / "auto" for every CPU) runs parse + rule in a pool of worker

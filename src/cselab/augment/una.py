@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from cselab import citations
-from cselab.augment.base import AUGMENTERS, sentence_seed
+from cselab.augment.base import Augmenter, register_augmenter, sentence_seed
 from cselab.errors import counted
 
 # Words (with inner hyphens/apostrophes kept together) and single punctuation marks: "basic
@@ -211,8 +211,8 @@ def _stream_seeds(seed: int, sentence: str) -> tuple[int, int, int]:
     return base, (base ^ 0x5BD1E995) & 0xFFFFFFFF, (base ^ 0x27D4EB2F) & 0xFFFFFFFF
 
 
-@AUGMENTERS.register("una", "UNA: replace important terms by terms of similar max TF-IDF (hard negatives; needs fit)")
-class UNAAugmenter:
+@register_augmenter
+class UNAAugmenter(Augmenter):
     """UNA's negative generator; ``fit(corpus)`` first, then ``augment(sentences, seed)``.
 
     Parameters: ``p`` augmentation magnitude (mean replacement probability, paper default 0.5);
@@ -229,7 +229,7 @@ class UNAAugmenter:
 
     name = "una"
     tag = "altering"
-    description = "UNA hard negatives: important terms replaced by terms of similar max TF-IDF"
+    description = "UNA: replace important terms by terms of similar max TF-IDF (hard negatives; needs fit)"
 
     def __init__(self, p: float = 0.5, radius: int = 4000, tf: str = "ratio", term_choice: str = "tfidf",
                  replacement: str = "tfidf", extra_fit_texts_from: str | None = None,

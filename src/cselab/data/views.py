@@ -10,6 +10,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from cselab.augment.base import Augmenter, special_tokens
 from cselab.config import ViewsConfig
 from cselab.errors import ConfigError
 
@@ -44,21 +45,22 @@ class ViewBuilder:
         # Corpus-level work before the first step: UNA's TF-IDF, a cache of paraphrases built for the
         # whole corpus. The positives first: UNA + paraphrasing fits its TF-IDF on them too.
         for augmenter in (self.anchor, self.positive, *self.labelers):
-            _fit(augmenter, corpus)
-        if getattr(self.negative, "extra_fit_positives", False):
+            if augmenter is not None:
+                augmenter.fit(corpus)
+        if self.negative is not None and self.negative.extra_fit_positives:
             self.negative.fit(corpus, positives=self._positive_texts(views.positive))
-        else:
-            _fit(self.negative, corpus)
+        elif self.negative is not None:
+            self.negative.fit(corpus)
 
     def _positive_texts(self, positive_name: str) -> list[str]:
-        texts = getattr(self.positive, "augmented_texts", None)
-        if not callable(texts):
+        texts = None if self.positive is None else self.positive.augmented_texts()
+        if texts is None:
             raise ConfigError(f"views.negative_params.extra_fit_positives: needs positives computed for the whole "
                               f"corpus (views.positive: cached), not {positive_name}")
-        return texts()
+        return texts
 
     @property
-    def augmenters(self) -> list:
+    def augmenters(self) -> list[Augmenter]:
         """Every augmenter of the views, those inside compositions included."""
         return [part for augmenter in (self.anchor, self.positive, self.negative, *self.labelers)
                 for part in _parts(augmenter)]
@@ -67,14 +69,11 @@ class ViewBuilder:
         """Augmenters that count a model's tokens (CLEAR's, at the token level) count the encoder's:
         call after the encoder has added ``special_tokens``."""
         for augmenter in self.augmenters:
-            if callable(getattr(augmenter, "use_tokenizer", None)):
-                augmenter.use_tokenizer(tokenizer)
+            augmenter.use_tokenizer(tokenizer)
 
     @property
     def special_tokens(self) -> tuple[str, ...]:
         """Placeholder tokens any of the views may contain (the encoder adds them to its vocabulary)."""
-        from cselab.augment.base import special_tokens
-
         return special_tokens(self.anchor, self.positive, self.negative, *self.labelers)
 
     def __call__(self, step: int, sentences: list[str]) -> StepViews:
@@ -111,33 +110,19 @@ def _build(role: str, name: str, params: dict):
     from cselab.augment import build_augmenter
 
     try:
-        return build_augmenter(name, **params)
+        augmenter = build_augmenter(name, **params)
     except ValueError as exc:
         key = role if role.startswith("label_params.") else f"{role}_params"
         raise ConfigError(f"views.{key}: {exc}") from None
+    if not isinstance(augmenter, Augmenter):  # registered without @register_augmenter's check
+        raise ConfigError(f"views.{role}: augmenter {name!r} is not a cselab.augment.base.Augmenter")
+    return augmenter
 
 
-def _fit(augmenter, corpus) -> None:
-    fit = getattr(augmenter, "fit", None)
-    if callable(fit):
-        fit(corpus)
-
-
-# Where compositions keep their parts (augment/compose.py: sequence, one_of, with_probability;
-# augment/cache.py: cached's augmenter for sentences missing from the cache).
-_PART_LISTS = ("steps", "choices")
-_PART = ("augmenter", "fallback")
-
-
-def _parts(augmenter) -> Iterator:
-    """``augmenter`` and, recursively, the augmenters it is made of."""
+def _parts(augmenter: Augmenter | None) -> Iterator[Augmenter]:
+    """``augmenter`` and, recursively, the augmenters it is made of (``Augmenter.parts``)."""
     if augmenter is None:
         return
     yield augmenter
-    for attribute in _PART_LISTS:
-        for part in getattr(augmenter, attribute, None) or ():
-            yield from _parts(part)
-    for attribute in _PART:
-        part = getattr(augmenter, attribute, None)
-        if callable(getattr(part, "augment", None)):
-            yield from _parts(part)
+    for part in augmenter.parts:
+        yield from _parts(part)
