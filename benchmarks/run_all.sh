@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 python benchmarks/bench_train_st.py
 python benchmarks/profile_step.py
 python benchmarks/checkpoint_size.py
+python benchmarks/bench_checkpoint_stall.py
 python benchmarks/bench_scale.py
 python benchmarks/bench_eval.py
 python benchmarks/bench_augment.py
