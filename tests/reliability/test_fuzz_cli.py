@@ -1,5 +1,6 @@
 """The command line under fuzzed input (Hypothesis): recipe files, ``--set`` values, corpus bytes,
-model directories and ``cselab encode`` inputs.
+model directories, ``cselab encode`` inputs, and paths that are not what an option wants (folders
+named like recipes, binaries, folders of stray files, directories that are no model).
 
 Whatever the input, ``cselab`` exits 0 or 2 and never prints a traceback; an error (exit 2) is one
 line on stderr; a command that fails leaves nothing behind (no output directory or file); no input
