@@ -1,0 +1,155 @@
+"""Extension points from outside the package (docs/architecture.md, "Where to add things"): one module,
+written to a temporary folder and imported, adds an augmenter, a loss term, a selection metric and an
+evaluation task; a recipe composes them, trains two steps, and the trained model is evaluated on the task."""
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import sys
+
+import pytest
+
+from cselab.augment import AUGMENTERS, load_all
+from cselab.config import load_config
+from cselab.evaluate import tasks as task_registry
+from cselab.evaluate.dev import DEV_METRICS
+from cselab.losses import LOSSES
+from tests.conftest import TINY_BERT
+
+PLUGIN = '''
+"""A user's own module: each extension point is a class and its registry decorator, nothing else."""
+import numpy as np
+import torch.nn.functional as F
+
+from cselab.augment.base import Augmenter, register_augmenter
+from cselab.evaluate.dev import DEV_METRICS, DevMetric
+from cselab.evaluate.sts import spearman100
+from cselab.evaluate.tasks import _Base, task
+from cselab.losses.base import LOSSES, LossTerm
+
+SEEN = {"augmented": [], "loss_rows": [], "metric_calls": 0}
+PROBE = ["a cat sits on the mat", "a dog runs in the park", "the sun is bright today", "rain falls at night"]
+
+
+@register_augmenter
+class ReverseWords(Augmenter):
+    name, tag, description = "plugin_reverse", "altering", "the words in reverse order"
+
+    def augment(self, sentences, seed):
+        out = [" ".join(reversed(s.split())) for s in sentences]
+        SEEN["augmented"].append(list(zip(sentences, out)))
+        return out
+
+
+@LOSSES.register("plugin_align", "alignment: distance of each anchor to its positive, to a power")
+class Alignment(LossTerm):
+    needs = frozenset({"anchor", "positive"})
+
+    def __init__(self, power: float = 2.0):
+        super().__init__()
+        if power <= 0:
+            raise ValueError("power must be > 0")
+        self.power = power
+
+    def forward(self, inputs):
+        distance = (F.normalize(inputs.anchor.float(), dim=-1) - F.normalize(inputs.positive.float(), dim=-1))
+        loss = distance.norm(dim=-1).pow(self.power).mean()
+        SEEN["loss_rows"].append(len(inputs.anchor))
+        return loss, {"loss": loss.detach(), "power": loss.new_full((), self.power)}
+
+
+@DEV_METRICS.register("plugin_spread", "how far apart a few probe sentences are (needs no SentEval data)")
+class Spread(DevMetric):
+    name, label, needs_senteval = "plugin_spread", "probe spread", False
+
+    def scores(self, encode):
+        SEEN["metric_calls"] += 1
+        vectors = np.asarray(encode(PROBE), dtype=np.float64)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        return {self.key: float(1 - (vectors @ vectors.T).mean())}
+
+
+@task("plugin_pairs", "scored pairs from pairs.tsv in the data folder: Spearman x100")
+class Pairs(_Base):
+    group, display = "own", "Plugin pairs"
+
+    def relative_files(self):
+        return ["pairs.tsv"]
+
+    def load(self):
+        rows = [line.split("\\t") for line in self.files()[0].read_text().splitlines()]
+        return [(a, b, float(score)) for a, b, score in rows]
+
+    def sentences(self):
+        return sorted({s for a, b, _ in self.data() for s in (a, b)})
+
+    def score(self, lookup):
+        left, right = lookup([a for a, _, _ in self.data()]), lookup([b for _, b, _ in self.data()])
+        cosine = (left * right).sum(1) / np.linalg.norm(left, axis=1) / np.linalg.norm(right, axis=1)
+        return {"score": spearman100([g for _, _, g in self.data()], cosine), "n": len(self.data())}
+'''
+
+
+@pytest.fixture
+def plugin(tmp_path, monkeypatch):
+    """The module above, imported from tmp_path; every registry it writes to is restored afterwards."""
+    load_all()  # the shipped augmenters first: the restored registry must still hold them
+    for registry in (AUGMENTERS, LOSSES, DEV_METRICS, task_registry.TASKS):
+        monkeypatch.setattr(registry, "_factories", dict(registry._factories))
+        monkeypatch.setattr(registry, "_descriptions", dict(registry._descriptions))
+    monkeypatch.setattr(task_registry, "_ORDER", list(task_registry._ORDER))
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    (folder / "cselab_test_plugin.py").write_text(PLUGIN, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(folder))
+    module = importlib.import_module("cselab_test_plugin")
+    yield module
+    sys.modules.pop("cselab_test_plugin", None)
+
+
+def test_a_plugin_module_adds_an_augmenter_a_loss_a_metric_and_a_task(plugin, tiny_corpus, tmp_path):
+    from cselab import load
+    from cselab.evaluate.runner import evaluate
+    from cselab.train.loop import train
+
+    out = tmp_path / "run"
+    config = load_config("simcse", [
+        f"model.from_config={json.dumps(TINY_BERT)}", "model.name_or_path=minilm", f"data.corpus={tiny_corpus}",
+        "optim.batch_size=8", "optim.max_steps=2", "train.log_steps=1", "train.eval_steps=1", "train.save_steps=0",
+        "train.precision=fp32", f"train.output_dir={out}", "train.select_on=[plugin_spread]",
+        "views.positive=plugin_reverse",
+        "objective=[{name: infonce, temperature: 0.05}, {name: plugin_align, weight: 0.5, power: 3}]"])
+    summary = train(config, progress=False)
+
+    assert summary["finished"]
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    trained = [r for r in records if "loss" in r]
+    assert [r["step"] for r in trained] == [1, 2]
+    for record in trained:  # both terms logged under their own names
+        assert math.isfinite(record["infonce.loss"]) and math.isfinite(record["plugin_align.loss"])
+        assert record["plugin_align.power"] == 3.0
+    # The positives were the plugin's reversed sentences, and its loss read them.
+    assert plugin.SEEN["augmented"] and all(after == " ".join(reversed(before.split()))
+                                            for batch in plugin.SEEN["augmented"] for before, after in batch)
+    assert plugin.SEEN["loss_rows"] == [8, 8]
+    # The plugin metric selected the model: evaluated at each step, its best kept in the summary.
+    assert plugin.SEEN["metric_calls"] >= 2
+    assert summary["best_plugin_spread"] == max(r["plugin_spread"] for r in records if "plugin_spread" in r)
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "pairs.tsv").write_text("a cat sits\ta cat is sitting\t5\nthe sun is hot\tit rains a lot\t1\n"
+                                    "a dog barks\ta dog is barking\t4.5\nthe sea is calm\ta man reads\t0.5\n")
+    result = evaluate(load(str(out)), data, tasks="plugin_pairs", progress=False)
+    assert result["tasks"]["plugin_pairs"]["n"] == 4
+    assert -100 <= result["tasks"]["plugin_pairs"]["score"] <= 100
+
+
+def test_a_plugin_loss_with_a_bad_parameter_fails_before_training(plugin):
+    from cselab.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"objective\[1\].power: expected a finite number"):
+        load_config("simcse", ["objective=[{name: infonce}, {name: plugin_align, power: fast}]"])
+    with pytest.raises(ConfigError, match=r"objective\[0\] \(plugin_align\): power must be > 0"):
+        load_config("simcse", ["objective=[{name: plugin_align, power: 0}]"])
