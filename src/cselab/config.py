@@ -351,8 +351,7 @@ def validate(config: Config) -> Config:
     _check_select_on(config.train.select_on)
     _check_names(config)
     _check_augmenter_params(config.views)
-    _check_term_types(config.objective)
-    # Loss parameters are checked against the loss classes themselves.
+    # Loss parameters are checked against the loss classes themselves (names, types of the defaults).
     from cselab.losses import check_objective
 
     check_objective(config.objective)
@@ -413,37 +412,6 @@ def _check_report_to(names: list) -> None:
         raise ConfigError(f"train.report_to: names each logger once, got {_shown(names)}")
 
 
-def _check_term_types(terms: list[dict]) -> None:
-    """A loss parameter must have the type of its default (a number where the default is a number)."""
-    import inspect
-
-    from cselab.losses import LOSSES
-
-    for i, term in enumerate(terms):
-        if term["name"] not in LOSSES:
-            continue  # check_objective names the unknown loss
-        signature = inspect.signature(LOSSES.get(term["name"]).__init__)
-        defaults = {name: p.default for name, p in signature.parameters.items()}
-        for key, value in term.items():
-            wanted = _wrong_type(value, defaults.get(key, inspect.Parameter.empty))
-            if wanted:
-                raise ConfigError(f"objective[{i}].{key}: expected {wanted}, got {_shown(value)}")
-
-
-def _wrong_type(value: Any, default: Any) -> str | None:
-    """What a parameter should be when ``value`` has not the type of its ``default`` (None: fine, or
-    nothing to compare with)."""
-    if isinstance(default, bool):
-        return None if isinstance(value, bool) else "true or false"
-    if isinstance(default, (int, float)):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and is_finite(value)
-        ok = ok and (isinstance(value, int) or not isinstance(default, int))
-        return None if ok else ("an integer" if isinstance(default, int) else "a finite number")
-    if isinstance(default, str):
-        return None if isinstance(value, str) else "a string"
-    return None
-
-
 def _check_augmenter_params(views: ViewsConfig) -> None:
     """Each augmenter's parameters against its constructor: known names, required ones present, the
     types of the defaults (a bad value such as a ratio of 5 is left to the augmenter itself)."""
@@ -465,24 +433,14 @@ def _check_augmenter_params(views: ViewsConfig) -> None:
 
 
 def _check_params(key: str, name: str, params: dict) -> None:
-    import inspect
-
+    """An augmenter's parameters against its constructor: known names, required ones present, the
+    types of the defaults (``Registry.argument_problem``)."""
     from cselab.augment import AUGMENTERS
 
-    parameters = inspect.signature(AUGMENTERS.get(name)).parameters.values()
-    named = {p.name: p for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    if not any(p.kind is p.VAR_KEYWORD for p in parameters):
-        for param in params:
-            if param not in named:
-                raise ConfigError(f"{key}.{param}: unknown parameter of augmenter {name!r} "
-                                  f"(allowed: {', '.join(named) or 'none'})")
-    missing = [p for p, spec in named.items() if spec.default is spec.empty and p not in params]
-    if missing:
-        raise ConfigError(f"{key}: augmenter {name!r} needs {', '.join(missing)}")
-    for param, value in params.items():
-        wanted = _wrong_type(value, named[param].default) if param in named else None
-        if wanted:
-            raise ConfigError(f"{key}.{param}: expected {wanted}, got {_shown(value)}")
+    problem = AUGMENTERS.argument_problem(name, params)
+    if problem:
+        param, message = problem
+        raise ConfigError(f"{key}.{param}: {message}" if param else f"{key}: {message}")
 
 
 def _check_plain_data(value: Any, key: str = "") -> None:
