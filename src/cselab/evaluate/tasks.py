@@ -333,7 +333,7 @@ class _FileTask(_Base):
     kind = ""
     metric = ""  # what ``score`` is, for the table
 
-    def __init__(self, path: str | Path, split: str = "test", settings: ProbeSettings | None = None, **_):
+    def __init__(self, path: str | Path, split: str = "test", settings: ProbeSettings | None = None):
         super().__init__(None, split, settings)
         self.path = Path(path).expanduser()
         self.name = f"{self.kind}:{path}"
