@@ -17,6 +17,7 @@ import torch
 from cselab.data.masking import MaskedBatch, MlmMasking
 from cselab.data.token_cache import SentenceTokenizer
 from cselab.data.views import StepViews, ViewBuilder, step_seed
+from cselab.losses.base import VIEW_ROLES
 
 MASKING_ROLE = 5  # step_seed role of the MLM masks (0-4 and 10+ are the views'; 1000 + rank other processes')
 
@@ -171,12 +172,14 @@ class Collator:
             views = self.view_builder(step, sentences)
             texts, roles = [], {}
             lines: list[int | None] = []
-            for role, rows in (("anchor", views.anchors),
-                               ("positive", views.positives if views.positives is not None else views.anchors),
-                               ("negative", views.negatives),
-                               # The negatives again, as their own rows: a second dropout view (UNA's 4N NT-Xent).
-                               ("negative_positive", views.negatives if self.encode_negatives_twice else None),
-                               ("label_view", views.label_texts)):
+            produced = {"anchor": views.anchors,
+                        "positive": views.positives if views.positives is not None else views.anchors,
+                        "negative": views.negatives,
+                        # The negatives again, as their own rows: a second dropout view (UNA's 4N NT-Xent).
+                        "negative_positive": views.negatives if self.encode_negatives_twice else None,
+                        "label_view": views.label_texts}
+            for role in VIEW_ROLES:  # the roles' rows in their declared order (losses/base.py: LossInputs)
+                rows = produced[role]
                 if rows is not None:
                     roles[role] = slice(len(texts), len(texts) + len(rows))
                     texts.extend(rows)

@@ -10,7 +10,7 @@ the step computes only what some term reads (no contrastive pass for MLM alone).
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import torch
 from torch import nn
@@ -30,6 +30,9 @@ class MaskedTokens:
     labels: torch.Tensor
 
 
+_VIEW = {"view": True}
+
+
 @dataclass
 class LossInputs:
     """Embeddings of one training step by role, rows aligned with the anchors.
@@ -42,13 +45,17 @@ class LossInputs:
     gets no embeddings at all (the step skips the contrastive forward pass).
     """
 
-    anchor: torch.Tensor | None = None
-    positive: torch.Tensor | None = None
-    negative: torch.Tensor | None = None
-    label_view: torch.Tensor | None = None
-    labels: torch.Tensor | None = None
-    masked: MaskedTokens | None = None
-    negative_positive: torch.Tensor | None = None
+    # The view roles: each is rows of the step's encoded batch, in this order (the collator's row
+    # order, data/collate.py). A new role is one field here, marked _VIEW, plus the code that makes its
+    # texts (the collator's rows of it); the step, the gather across processes, the head and the
+    # recipe check read the roles from these fields.
+    anchor: torch.Tensor | None = field(default=None, metadata=_VIEW)
+    positive: torch.Tensor | None = field(default=None, metadata=_VIEW)
+    negative: torch.Tensor | None = field(default=None, metadata=_VIEW)
+    negative_positive: torch.Tensor | None = field(default=None, metadata=_VIEW)
+    label_view: torch.Tensor | None = field(default=None, metadata=_VIEW)
+    labels: torch.Tensor | None = None  # rows aligned with label_view; gathered across processes like a view
+    masked: MaskedTokens | None = None  # per process: the MLM pass is not gathered
 
 
 class LossTerm(nn.Module):
@@ -90,6 +97,10 @@ class LossTerm(nn.Module):
 
 #: The loss terms by name; each module of this package registers its own on import.
 LOSSES: Registry[LossTerm] = Registry("loss")
+
+
+#: The view roles, in the collator's row order: the fields of ``LossInputs`` that are encoded rows.
+VIEW_ROLES = tuple(f.name for f in fields(LossInputs) if f.metadata.get("view"))
 
 
 def build_term(name: str, params: dict, context: dict | None = None) -> LossTerm:

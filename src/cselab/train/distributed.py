@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed import _functional_collectives as functional
 
-from cselab.losses.base import LossInputs
+from cselab.losses.base import VIEW_ROLES, LossInputs
 
 
 def world_size() -> int:
@@ -72,11 +72,8 @@ def gather_inputs(inputs: LossInputs) -> LossInputs:
     if world_size() == 1:
         return inputs
     gathered = {name: None if value is None else gather_with_grad(value)
-                for name, value in (("anchor", inputs.anchor), ("positive", inputs.positive),
-                                    ("negative", inputs.negative), ("label_view", inputs.label_view),
-                                    ("negative_positive", inputs.negative_positive))}
-    labels = None if inputs.labels is None else gather_with_grad(inputs.labels)
-    return dataclasses.replace(inputs, labels=labels, **gathered)
+                for name, value in ((name, getattr(inputs, name)) for name in (*VIEW_ROLES, "labels"))}
+    return dataclasses.replace(inputs, **gathered)
 
 
 def gather_objects(local: object) -> list:

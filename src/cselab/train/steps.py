@@ -20,7 +20,7 @@ import torch
 from cselab.data.collate import Batch
 from cselab.hardware import autocast
 from cselab.losses import Objective
-from cselab.losses.base import LossInputs, MaskedTokens
+from cselab.losses.base import VIEW_ROLES, LossInputs, MaskedTokens
 from cselab.model.encoder import SentenceEncoder
 from cselab.train.distributed import gather_inputs, world_size
 
@@ -83,16 +83,9 @@ class StepForward(torch.nn.Module):
         """The objective over the step; ``embeddings``: the encoder's vectors of the batch's rows."""
         inputs = LossInputs(masked=self.masked_tokens(batch))
         if embeddings is not None:
-            roles = batch.roles
-            inputs.anchor, inputs.positive = embeddings[roles["anchor"]], embeddings[roles["positive"]]
-            if "negative" in roles:
-                inputs.negative = embeddings[roles["negative"]]
-            if "negative_positive" in roles:  # the negatives' second dropout encoding (UNA's 4N NT-Xent)
-                inputs.negative_positive = embeddings[roles["negative_positive"]]
-            if "label_view" in roles:
-                inputs.label_view = embeddings[roles["label_view"]]
-                inputs.labels = batch.labels.to(self.device, non_blocking=True)
-            inputs = self.project(gather_inputs(inputs))
+            views = {role: embeddings[batch.roles[role]] for role in VIEW_ROLES if role in batch.roles}
+            labels = None if batch.labels is None else batch.labels.to(self.device, non_blocking=True)
+            inputs = self.project(gather_inputs(dataclasses.replace(inputs, labels=labels, **views)))
         return self.objective(inputs)
 
     def features(self, batch: Batch) -> dict[str, torch.Tensor]:
@@ -101,10 +94,6 @@ class StepForward(torch.nn.Module):
     def forward(self, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         embeddings = self.embed(self.features(batch), batch.real_tokens) if self.objective.encodes_views else None
         return self.loss(embeddings, batch)
-
-
-# The views in the collator's row order (data/collate.py).
-VIEW_ROLES = ("anchor", "positive", "negative", "negative_positive", "label_view")
 
 
 def unscaled(loss: torch.Tensor) -> torch.Tensor:
