@@ -62,7 +62,7 @@ def test_both_best_models_are_kept_with_their_markers(tmp_path, tiny_corpus, sen
     assert summary["transfer_dev_model"] == str(out / KEPT) and summary["transfer_dev_note"] is None
     # The directory is a model of its own; scored again, it gives the value that selected it.
     loaded = SentenceEncoder.from_pretrained(str(out / KEPT))
-    again = TransferDev(senteval).score(lambda s: loaded.encode(s, batch_size=128))
+    again = TransferDev(senteval).scores(lambda s: loaded.encode(s, batch_size=128))
     assert again["transfer_dev"] == pytest.approx(marker["transfer_dev"], abs=1e-6)
     from cselab.cli import format_summary
 
@@ -87,7 +87,7 @@ def scripted_transfer(monkeypatch):
             return evaluate(self, at)
 
         monkeypatch.setattr(BestModel, "evaluate", evaluate_at)
-        monkeypatch.setattr(TransferDev, "score", lambda self, encode: {"transfer_dev": table[step["now"]]})
+        monkeypatch.setattr(TransferDev, "scores", lambda self, encode: {"transfer_dev": table[step["now"]]})
     return use
 
 

@@ -158,7 +158,7 @@ class TransferDev(DevMetric):
     fast`` computes them: SST-2 dev accuracy (a logistic-regression probe trained on a seeded,
     class-stratified 10,000-phrase sample of SST-2 train, C picked on dev) and MRPC's 5-fold CV
     accuracy on its training file, when that file is present. The files are read once;
-    ``score(encode)`` returns ``transfer_dev`` (the mean accuracy x 100) and each task's
+    ``scores(encode)`` returns ``transfer_dev`` (the mean accuracy x 100) and each task's
     (``sst2_dev``, ``mrpc_dev``).
 
     A missing SST-2 file fails at once (``MissingDataError`` naming it); a missing MRPC file leaves
@@ -194,13 +194,10 @@ class TransferDev(DevMetric):
     def describe(self) -> str:
         return f"{self.names()} dev accuracy (fast probes)"
 
-    def score(self, encode: Encode) -> dict[str, float]:
+    def scores(self, encode: Encode) -> dict[str, float]:
         lookup = _lookup(self.sentences, encode)
         scores = {f"{task.name.lower()}_dev": float(task.score(lookup)["score"]) for task in self.tasks}
         return {"transfer_dev": float(np.mean(list(scores.values()))), **scores}
-
-    def scores(self, encode: Encode) -> dict[str, float]:
-        return self.score(encode)
 
 
 def metric_class(entry: str) -> type[DevMetric]:
