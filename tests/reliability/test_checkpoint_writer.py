@@ -5,6 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import subprocess
+import sys
 import threading
 from types import SimpleNamespace
 
@@ -15,6 +18,7 @@ from safetensors.torch import load_file
 from cselab.train import checkpoint as ckpt
 from cselab.train.loop import train
 from cselab.train.process import SaveSchedule
+from tests.conftest import TINY_BERT
 from tests.reliability.conftest import STEPS, load_config_for, metric_records
 
 
@@ -215,3 +219,21 @@ def test_asynchronous_and_synchronous_checkpoints_hold_the_same_tensors(tmp_path
             assert x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x), file
     losses = {name: [r["loss"] for r in metric_records(tmp_path / name)] for name in runs}
     assert losses["async"] == losses["sync"]
+
+
+def test_two_processes_save_by_time_at_the_same_steps(tmp_path, corpus_file):
+    """Under torchrun (gloo), a clock that is always late: both processes save at every log window
+    (one would otherwise wait in the checkpoint's gather for the other: a hang, then the timeout)."""
+    out = tmp_path / "run"
+    settings = {"model.from_config": json.dumps(TINY_BERT), "optim.batch_size": 4, "train.precision": "fp32",
+                "train.eval_steps": 0, "train.save_steps": 0, "train.save_minutes": 1e-9, "train.log_steps": 2,
+                "train.keep_checkpoints": 5}
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29561",
+               "-m", "cselab.cli", "train", "--corpus", str(corpus_file), "--output-dir", str(out), "--max-steps", "6"]
+    for key, value in settings.items():
+        command += ["--set", f"{key}={value}"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CSELAB_CACHE": str(tmp_path / "cache")}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert checkpoint_steps(out) == [2, 4, 6]
+    assert len(ckpt.read_state(ckpt.list_checkpoints(out / "checkpoints")[-1])["rng_ranks"]) == 2
