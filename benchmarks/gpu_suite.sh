@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU suite: everything that can only be measured or proven on a CUDA GPU, in one command
-# (about 9 minutes on one H100; docs/scaling.md). Every figure goes to benchmarks/results/
-# (gpu_tests, gpu_training, gpu_recipes, checkpoint_stall: JSON + Markdown naming the machine).
+# (docs/scaling.md gives its time on an H100). Every figure goes to benchmarks/results/
+# (gpu_tests, gpu_training, gpu_recipes, checkpoint_stall_cuda: JSON + Markdown naming the machine).
 #
 #   bash benchmarks/gpu_suite.sh [COPY_DIR]                 # all parts; results also copied to COPY_DIR
 #   PARTS=tests,training bash benchmarks/gpu_suite.sh       # some parts (a short lease: split the suite)
@@ -32,7 +32,7 @@ case ",$PARTS," in *,recipes,*) run recipes python3 benchmarks/gpu_recipes.py --
 case ",$PARTS," in *,stall,*) run stall python3 benchmarks/bench_checkpoint_stall.py --device cuda ;; esac
 if [ -n "${1:-}" ]; then
   mkdir -p "$1"
-  for name in gpu_tests gpu_training gpu_recipes checkpoint_stall; do
+  for name in gpu_tests gpu_training gpu_recipes checkpoint_stall_cuda; do
     cp benchmarks/results/"$name".json benchmarks/results/"$name".md "$1"/ 2>/dev/null || true
   done
 fi

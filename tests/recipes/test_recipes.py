@@ -151,12 +151,12 @@ def test_composition_by_overrides(tiny_corpus, tmp_path):
 
 def test_terms_with_their_own_parameters_are_sized_before_the_first_step_and_trained(tiny_corpus, tmp_path,
                                                                                      monkeypatch):
-    """The discriminator's and the MLM head's sizes come from the model before step 1; the optimizer
-    holds their parameters and updates them."""
+    """The discriminator's sizes come from the model before step 1, the MLM head is the backbone's own
+    (built before step 1, on the encoder); the optimizer holds their parameters and updates them."""
     import cselab.train.parts as parts
 
-    built = []
-    original = parts.build_objective
+    built, heads = [], []
+    original, original_head = parts.build_objective, parts.mlm_head
 
     def capture(terms, context=None):
         objective = original(terms, context)
@@ -164,7 +164,15 @@ def test_terms_with_their_own_parameters_are_sized_before_the_first_step_and_tra
                      for name, term in zip(objective.names, objective.terms, strict=True))
         return objective
 
+    def capture_head(encoder, model):
+        head = original_head(encoder, model)
+        own = set(head.own_state())  # the tied decoder weight is the embeddings': left out
+        heads.append((head, {k: v.detach().clone() for k, v in head.named_parameters()
+                             if f"{head.prefix}.{k.removeprefix('head.')}" in own}))
+        return head
+
     monkeypatch.setattr(parts, "build_objective", capture)
+    monkeypatch.setattr(parts, "mlm_head", capture_head)
     overrides = tiny_overrides(tiny_corpus, tmp_path / "run") + [
         "views.label=[eda_random_deletion, eda_random_swap]", "model.projection=bn_mlp",
         "objective=[{name: infonce}, {name: discriminator, weight: 0.5}, {name: mlm}]"]
@@ -174,10 +182,12 @@ def test_terms_with_their_own_parameters_are_sized_before_the_first_step_and_tra
     train(config, progress=False)
     assert [name for name, _, _ in built] == ["infonce", "discriminator", "mlm"]
     assert built[1][1].num_labels == 3
-    for name, term, before in built[1:]:
+    (head, head_before), = heads
+    for name, module, before in [("discriminator", built[1][1], built[1][2]), ("mlm head", head, head_before)]:
         assert before, f"{name} has no parameters"
-        for key, parameter in term.named_parameters():
-            assert not torch.equal(before[key], parameter.detach()), f"{name}.{key} never updated"
+        for key, parameter in module.named_parameters():
+            if key in before:
+                assert not torch.equal(before[key], parameter.detach()), f"{name}.{key} never updated"
 
 
 def test_a_discriminator_without_label_views_or_with_the_wrong_label_count_is_refused(tiny_corpus, tmp_path):

@@ -73,11 +73,11 @@ def build_parts(config: Config, device: torch.device, processes: int = 1, rank: 
         for unused in (encoder.mlp, head):
             if unused is not None:
                 unused.requires_grad_(False)
-    trainable = torch.nn.ModuleList([encoder, head, *objective.terms]).to(device)
-    speed_up(encoder, config, device)
     # The papers of the recipe's methods, for the saved model's card.
     methods = [*objective.terms, views.anchor, views.positive, views.negative, *views.labelers]
     encoder.citation = citations.collect(methods, dropout_view=views.positive is None and objective.encodes_views)
+    trainable = torch.nn.ModuleList([encoder, head, *objective.terms]).to(device)
+    speed_up(encoder, config, device)
     rates = next((term.masking for term in objective.terms if "masked" in term.needs), None)
     masking = None if rates is None else MlmMasking(encoder.tokenizer, **rates)
     if config.data.packing:
@@ -190,7 +190,7 @@ def check_views_for(objective: Objective, config: Config) -> None:
     for i, (name, term) in enumerate(zip(objective.names, objective.terms, strict=True)):
         if term.needs & {"label_view", "labels"} and not labels:
             raise ConfigError(f"objective[{i}] ({name}): reads label views; set views.label, a list of augmenters")
-        num_labels = getattr(term, "num_labels", None)
+        num_labels = term.num_labels
         if labels and num_labels is not None and num_labels != labels + 1:
             raise ConfigError(f"objective[{i}].num_labels: {num_labels} must be len(views.label) + 1 = {labels + 1}")
 
