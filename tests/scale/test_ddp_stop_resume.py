@@ -2,6 +2,7 @@
 checkpoint to resume from (the main process's, or a one-line failure on every process)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -74,7 +75,9 @@ def _signal_one_rank_after(launcher: subprocess.Popen, out: Path, rank: int, aft
     try:
         stdout, stderr = launcher.communicate(timeout=120)
     except subprocess.TimeoutExpired:  # the processes disagreed: one waits in a collective forever
-        launcher.kill()
+        for pid in [*_descendants(launcher.pid), launcher.pid]:  # torchrun starts each worker in a session of its own
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         stdout, stderr = launcher.communicate()
         pytest.fail(f"the run hung after one process was signalled: {stderr[-3000:]}")
     output = stdout + stderr
