@@ -12,7 +12,7 @@ from pathlib import Path
 from cselab.errors import CselabError, counted, single_line
 
 # Subcommands owned by other packages: each module has register(subparsers).
-EXTENSIONS = ["cselab.evaluate.cli", "cselab.augment.cli", "cselab.experiments.cli"]
+EXTENSIONS = ["cselab.evaluate.cli", "cselab.augment_command", "cselab.experiments.cli"]
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

@@ -134,7 +134,7 @@ def test_cselab_augment_cli_shows_negatives(tmp_path, corpus):
 
     commands = build_parser()._subparsers._group_actions[0].choices
     if "augment" not in commands:
-        pytest.skip("the `cselab augment` command (cselab/augment/cli.py) is not present in this tree")
+        pytest.skip("the `cselab augment` command (cselab/augment_command.py) is not present in this tree")
     source = tmp_path / "corpus.txt"
     source.write_text("\n".join(corpus[:120]) + "\n", encoding="utf-8")
     out = tmp_path / "negatives.jsonl"

@@ -110,9 +110,10 @@ def _run_eval(args) -> int:
 
     device = resolve_device(args.device, "--device")
     if args.mteb is not None:
-        from cselab.evaluate.mteb_tasks import run_mteb_command
+        from cselab.evaluate.mteb_tasks import require_mteb, run_mteb_command
 
-        return run_mteb_command(args, device)
+        require_mteb()  # the missing package is said first, before any path is looked at
+        return run_mteb_command(args, device, find_data_dir(args.data_dir))
     spec = eval_tasks(args)
     # Fail on bad task names or missing files before loading any model.
     names = tasks.resolve(spec, args.split)

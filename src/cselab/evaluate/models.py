@@ -12,7 +12,6 @@ import numpy as np
 from cselab.errors import UnknownNameError
 from cselab.evaluate.embeddings import CACHE_FORMAT
 
-FULL_LENGTH_CAP = 512  # SimCSE's evaluation does not truncate; BERT-style models stop at 512 positions
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".json", ".txt", ".model")
 # Files a training run or a sweep writes beside its model: they change without the weights changing.
 RUN_FILES = ("summary.json", "train_config.json", "versions.json", "sweep.json")
@@ -23,15 +22,6 @@ def _is_model_file(file: Path, root: Path) -> bool:
     return (file.suffix in WEIGHT_SUFFIXES and file.name != "README.md" and len(relative.parts) <= 3
             and "checkpoints" not in relative.parts and file.name not in RUN_FILES
             and not file.name.startswith("eval-"))
-
-
-def full_length(encoder) -> int:
-    """The longest input the model accepts (tokenizer limit and position embeddings), capped at 512."""
-    limits = [FULL_LENGTH_CAP, getattr(encoder.backbone.config, "max_position_embeddings", FULL_LENGTH_CAP)]
-    tokenizer_limit = getattr(encoder.tokenizer, "model_max_length", None)
-    if isinstance(tokenizer_limit, int) and tokenizer_limit > 0:
-        limits.append(tokenizer_limit)
-    return int(min(limits))
 
 
 def weights_fingerprint(path: Path) -> str | None:
@@ -92,7 +82,7 @@ def load_model(name_or_path: str, pooler: str = "auto", max_seq_len: int | None 
 
     import cselab
     from cselab.hardware import PRECISIONS, choose_precision
-    from cselab.model.encoder import resolve_model_path
+    from cselab.model.encoder import resolve_model_path, usable_length
 
     if precision not in PRECISIONS:
         raise UnknownNameError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
@@ -104,7 +94,7 @@ def load_model(name_or_path: str, pooler: str = "auto", max_seq_len: int | None 
     encoder = cselab.load(name_or_path, pooler=pooler, max_seq_len=max_seq_len).to(device)
     precision = choose_precision(precision, device, encoder.hidden_size).precision
     if max_seq_len is None:
-        encoder.max_seq_len = full_length(encoder)
+        encoder.max_seq_len = usable_length(encoder.backbone, encoder.tokenizer)
     return LoadedModel(name=name_or_path, path=str(local.resolve()) if local.exists() else resolved, encoder=encoder,
                        pooler=encoder.pooler, max_seq_len=encoder.max_seq_len, precision=precision,
                        batch_size=batch_size, fingerprint=weights_fingerprint(local),

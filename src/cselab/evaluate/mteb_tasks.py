@@ -183,17 +183,16 @@ def markdown(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def run_mteb_command(args, device) -> int:
-    """``cselab eval --mteb``: checks (package, tasks, files) before any model is loaded."""
+def run_mteb_command(args, device, data_dir: Path | None) -> int:
+    """``cselab eval --mteb``: checks (package, tasks, files) before any model is loaded; ``data_dir``:
+    the SentEval directory the command found (None: none)."""
     from cselab.evaluate import report
-    from cselab.evaluate.cli import find_data_dir
     from cselab.evaluate.models import load_model
 
     require_mteb()
     if args.classification_file:
         raise ConfigError("--mteb runs STS tasks; --classification-file is scored by cselab eval without --mteb")
     offline = offline_reason()
-    data_dir = find_data_dir(args.data_dir)
     mteb_tasks = select_tasks(args.mteb, args.split, offline is not None, data_dir, args.sts_file)
     if offline or args.split == "dev":
         print(f"MTEB {'offline (' + offline + ')' if offline else 'dev split'}: the STS tasks are served from "

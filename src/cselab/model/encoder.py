@@ -465,8 +465,11 @@ class SentenceEncoder(nn.Module):
                                    WeightedLayerPooling(hidden, layers, layers - 1, nn.Parameter(torch.ones(2)))))
             st_modules.append(("Pooling", Pooling(hidden, pooling_mode="mean")))
         else:
-            mode = "mean" if self.pooler == "avg" else "cls"
-            st_modules.append(("Pooling", Pooling(hidden, pooling_mode=mode)))
+            mode = ST_POOLING_MODES.get(self.pooler)
+            if mode is None:  # a plug-in pooler: sentence-transformers has no module that pools as it does
+                log.warning("%s: pooler %r has no sentence-transformers Pooling mode; SentenceTransformer(path) "
+                            "pools with [CLS], cselab.load(path) with %r", path, self.pooler, self.pooler)
+            st_modules.append(("Pooling", Pooling(hidden, pooling_mode=mode or "cls")))
         if self.mlp is not None and not self.mlp_only_train:
             dense = Dense(hidden, hidden, activation_function=nn.Tanh())
             dense.linear.load_state_dict(self.mlp.dense.state_dict())
@@ -493,6 +496,11 @@ class SentenceEncoder(nn.Module):
         (path / CSELAB_CONFIG).write_text(json.dumps(settings, indent=2))
         write_card(path)
         return path
+
+
+# cselab's single-layer poolers as sentence-transformers' Pooling modes (the layer-averaging ones are
+# WeightedLayerPooling + mean, in save()).
+ST_POOLING_MODES = {"cls": "cls", "cls_before_pooler": "cls", "avg": "mean"}
 
 
 def _st_modules():

@@ -13,6 +13,7 @@ from pathlib import Path
 from cselab.errors import CselabError
 from cselab.model.card import write_card
 from cselab.model.encoder import CSELAB_CONFIG
+from cselab.sources import hub_offline
 
 # A training run's directory holds more than its final model: these stay local.
 NOT_UPLOADED = ["checkpoints/*", "best-*/*", ".cselab-train.lock", "*.tmp", "*.part"]
@@ -20,14 +21,6 @@ NOT_UPLOADED = ["checkpoints/*", "best-*/*", ".cselab-train.lock", "*.tmp", "*.p
 
 class PushError(CselabError, RuntimeError):
     """The model cannot be pushed: not a saved model, a bad repository id, offline, no token, Hub refused."""
-
-
-def hub_offline() -> bool:
-    """``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) set now, or when huggingface_hub was imported."""
-    from huggingface_hub import constants
-
-    flags = (os.environ.get("HF_HUB_OFFLINE"), os.environ.get("TRANSFORMERS_OFFLINE"))
-    return bool(constants.HF_HUB_OFFLINE) or any(str(f).upper() in {"1", "ON", "YES", "TRUE"} for f in flags if f)
 
 
 def remember_repository(path: Path, repo_id: str) -> None:
