@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from cselab.errors import ConfigError, counted
+from cselab.registry import is_finite, shown
 
 __all__ = ["Config", "ConfigError", "config_from_dict", "list_recipes", "load_config", "recipe_path"]
 
@@ -185,22 +186,6 @@ CHOICES = {
 MAX_INTEGER = 2**53
 
 
-def is_finite(value: int | float) -> bool:
-    """math.isfinite that says False for an int too large for a float (instead of raising)."""
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
-
-
-def _shown(value: Any) -> str:
-    """``repr(value)`` for a message, cut short: a 5,000-digit number or a long text stays readable."""
-    if isinstance(value, int) and value.bit_length() > 300:  # repr of a 4,300-digit int even raises
-        return f"a number of about {int(value.bit_length() * 0.30103) + 1} digits"
-    text = repr(value)
-    return text if len(text) <= 200 else text[:200] + "..."
-
-
 def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
@@ -229,17 +214,17 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         value = _number(value)  # YAML 1.1 reads 1e3 and 1e-5 as strings
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{key}: expected a number, got {_shown(value)}")
+            raise ConfigError(f"{key}: expected a number, got {shown(value)}")
         if not is_finite(value):
-            raise ConfigError(f"{key}: expected a finite number, got {_shown(value)}")
+            raise ConfigError(f"{key}: expected a finite number, got {shown(value)}")
         return float(value)
     if tp is int:
         if isinstance(value, float) and value.is_integer():
             value = int(value)  # 1e3 from YAML or the command line
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{key}: expected an integer, got {_shown(value)}")
+            raise ConfigError(f"{key}: expected an integer, got {shown(value)}")
         if abs(value) >= MAX_INTEGER:
-            raise ConfigError(f"{key}: {_shown(value)} is too large (at most 2**53 - 1)")
+            raise ConfigError(f"{key}: {shown(value)} is too large (at most 2**53 - 1)")
         return value
     if tp is bool:
         if not isinstance(value, bool):
@@ -327,7 +312,7 @@ def validate(config: Config) -> Config:
         ("views.positive_prob", 0 <= config.views.positive_prob <= 1, "must be in [0, 1]"),
         ("data.max_sentences", config.data.max_sentences is None or (isinstance(config.data.max_sentences, int)
                                                                      and config.data.max_sentences >= 2),
-         f"must be >= 2, null (every sentence) or auto, got {_shown(config.data.max_sentences)}"),
+         f"must be >= 2, null (every sentence) or auto, got {shown(config.data.max_sentences)}"),
     ]
     for key, ok, message in checks:
         if not ok:
@@ -403,13 +388,13 @@ def _check_report_to(names: list) -> None:
 
     for i, name in enumerate(names):
         if not isinstance(name, str) or name not in REPORT_TO:
-            raise ConfigError(f"train.report_to[{i}]: unknown logger {_shown(name)} (known: {', '.join(REPORT_TO)})")
+            raise ConfigError(f"train.report_to[{i}]: unknown logger {shown(name)} (known: {', '.join(REPORT_TO)})")
         module = REPORT_TO[name]
         if module not in sys.modules and importlib.util.find_spec(module) is None:
             raise ConfigError(f"train.report_to[{i}]: {name} needs the {module} package; install it with "
                               f"`pip install {module}`")
     if len(set(names)) != len(names):
-        raise ConfigError(f"train.report_to: names each logger once, got {_shown(names)}")
+        raise ConfigError(f"train.report_to: names each logger once, got {shown(names)}")
 
 
 def _check_augmenter_params(views: ViewsConfig) -> None:
@@ -425,7 +410,7 @@ def _check_augmenter_params(views: ViewsConfig) -> None:
         if name not in views.label:
             raise ConfigError(f"views.label_params.{name}: not one of views.label ({', '.join(map(str, views.label))})")
         if not isinstance(params, dict):
-            raise ConfigError(f"views.label_params.{name}: expected a mapping of parameters, got {_shown(params)}")
+            raise ConfigError(f"views.label_params.{name}: expected a mapping of parameters, got {shown(params)}")
         _check_params(f"views.label_params.{name}", name, params)
     for name in views.label:
         if name not in views.label_params:
@@ -449,14 +434,14 @@ def _check_plain_data(value: Any, key: str = "") -> None:
     if isinstance(value, dict):
         for name, item in value.items():
             if not isinstance(name, str):
-                raise ConfigError(f"{key or 'recipe'}: mapping keys must be text, got {_shown(name)}")
+                raise ConfigError(f"{key or 'recipe'}: mapping keys must be text, got {shown(name)}")
             _check_plain_data(item, f"{key}.{name}" if key else name)
     elif isinstance(value, list):
         for i, item in enumerate(value):
             _check_plain_data(item, f"{key}[{i}]")
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         if not is_finite(value) or (isinstance(value, int) and abs(value) >= MAX_INTEGER):
-            raise ConfigError(f"{key}: {_shown(value)} is not a finite number within 2**53")
+            raise ConfigError(f"{key}: {shown(value)} is not a finite number within 2**53")
     elif not isinstance(value, (str, bool, type(None))):
         raise ConfigError(f"{key}: a {type(value).__name__} is not a recipe value (quote it to make it text)")
 
@@ -513,7 +498,7 @@ def _is_file(path: Path, recipe: str) -> bool:
     try:
         return path.is_file()
     except (OSError, ValueError) as exc:  # a name too long to look up, a NUL byte
-        raise ConfigError(f"recipe: cannot use {_shown(recipe)} as a file name ({exc})") from None
+        raise ConfigError(f"recipe: cannot use {shown(recipe)} as a file name ({exc})") from None
 
 
 def list_recipes() -> list[str]:
@@ -573,7 +558,7 @@ def _read_recipe(recipe: str, seen: tuple = (), folder: Path | None = None) -> d
     if parent is None:
         return data
     if not isinstance(parent, str):
-        raise ConfigError(f"recipe {path}: inherit: expected a recipe name or path, got {_shown(parent)}")
+        raise ConfigError(f"recipe {path}: inherit: expected a recipe name or path, got {shown(parent)}")
     merged = _read_recipe(parent, seen + (path.resolve(),), folder=path.parent)
     _deep_merge(merged, data)
     return merged

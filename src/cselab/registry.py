@@ -82,7 +82,7 @@ def wrong_type(value: Any, default: Any) -> str | None:
     if isinstance(default, bool):
         return None if isinstance(value, bool) else "true or false"
     if isinstance(default, (int, float)):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and _finite(value)
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and is_finite(value)
         ok = ok and (isinstance(value, int) or not isinstance(default, int))
         return None if ok else ("an integer" if isinstance(default, int) else "a finite number")
     if isinstance(default, str):
@@ -98,7 +98,8 @@ def shown(value: Any) -> str:
     return text if len(text) <= 200 else text[:200] + "..."
 
 
-def _finite(value: int | float) -> bool:
+def is_finite(value: int | float) -> bool:
+    """math.isfinite that says False for an int too large for a float (instead of raising)."""
     try:
         return math.isfinite(value)
     except OverflowError:  # an int too large for a float

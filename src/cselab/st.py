@@ -79,6 +79,14 @@ class _TermLoss(nn.Module):
             raise ColumnsError(f"{self.name}: the dataset has {len(embeddings)} text columns, the loss takes "
                                f"{wanted} ({self.column_names})")
 
+    def loss_inputs(self, embeddings: list[torch.Tensor]) -> LossInputs:
+        """(anchor, positive[, negative, ...]) columns: every anchor sees all the negatives."""
+        self.columns(embeddings, 2)
+        return LossInputs(anchor=embeddings[0], positive=embeddings[1], negative=_negatives(embeddings))
+
+    def forward(self, sentence_features: Iterable[dict[str, torch.Tensor]], labels: torch.Tensor | None = None):
+        return self.term(self.loss_inputs(self.embed(sentence_features)))[0]
+
 
 def _negatives(embeddings: list[torch.Tensor]) -> torch.Tensor | None:
     """The hard-negative columns after (anchor, positive), stacked: every anchor sees all of them."""
@@ -97,13 +105,6 @@ class FocalInfoNCELoss(_TermLoss):
         super().__init__(model)
         self.term = FocalTerm(temperature=temperature, margin=margin, modulated=modulated,
                               model_type=_model_type(model))
-
-    def loss_inputs(self, embeddings: list[torch.Tensor]) -> LossInputs:
-        self.columns(embeddings, 2)
-        return LossInputs(anchor=embeddings[0], positive=embeddings[1], negative=_negatives(embeddings))
-
-    def forward(self, sentence_features: Iterable[dict[str, torch.Tensor]], labels: torch.Tensor | None = None):
-        return self.term(self.loss_inputs(self.embed(sentence_features)))[0]
 
     def get_config_dict(self) -> dict[str, Any]:
         return {"temperature": self.term.temperature, "margin": self.term.margin, "modulated": self.term.modulated}
@@ -124,13 +125,6 @@ class NTXentLoss(_TermLoss):
         super().__init__(model)
         self.term = NTXentTerm(temperature=temperature, reduction=reduction, hard_negatives="columns")
 
-    def loss_inputs(self, embeddings: list[torch.Tensor]) -> LossInputs:
-        self.columns(embeddings, 2)
-        return LossInputs(anchor=embeddings[0], positive=embeddings[1], negative=_negatives(embeddings))
-
-    def forward(self, sentence_features: Iterable[dict[str, torch.Tensor]], labels: torch.Tensor | None = None):
-        return self.term(self.loss_inputs(self.embed(sentence_features)))[0]
-
     def get_config_dict(self) -> dict[str, Any]:
         return {"temperature": self.term.temperature, "reduction": self.term.reduction}
 
@@ -139,7 +133,7 @@ class NTXentLoss(_TermLoss):
         return NTXentTerm.citation
 
 
-class UNALoss(_TermLoss):
+class UNALoss(NTXentLoss):
     """UNA's NT-Xent (Shu et al. 2023, as its authors' code) on (anchor, positive[, negative, ...])
     columns: each hard negative is encoded a second time (its own dropout view) and becomes an instance
     with two views, so the loss runs over 2(N + M) views, 4N x 4N with one negative column (the ``una``
@@ -149,7 +143,7 @@ class UNALoss(_TermLoss):
     name = "UNALoss"
 
     def __init__(self, model: nn.Module, temperature: float = 0.05, reduction: str = "mean"):
-        super().__init__(model)
+        _TermLoss.__init__(self, model)
         self.term = NTXentTerm(temperature=temperature, reduction=reduction, hard_negatives="instances")
 
     def embed(self, sentence_features: Iterable[dict[str, torch.Tensor]]) -> list[torch.Tensor]:
@@ -167,12 +161,6 @@ class UNALoss(_TermLoss):
         negative = _negatives(embeddings[:2 + k])
         twins = torch.cat(embeddings[2 + k:]) if k else None
         return LossInputs(anchor=embeddings[0], positive=embeddings[1], negative=negative, negative_positive=twins)
-
-    def forward(self, sentence_features: Iterable[dict[str, torch.Tensor]], labels: torch.Tensor | None = None):
-        return self.term(self.loss_inputs(self.embed(sentence_features)))[0]
-
-    def get_config_dict(self) -> dict[str, Any]:
-        return {"temperature": self.term.temperature, "reduction": self.term.reduction}
 
     @property
     def citation(self) -> str:
