@@ -24,7 +24,10 @@ BOUNDS = {
     "huggingface_hub": ("0.20", "get_token (cselab push); HfApi.create_repo, upload_folder, validate_repo_id"),
     "transformers": ("4.40", "AutoModel.from_pretrained(use_safetensors=..., output_loading_info=True); "
                              "masking_utils and the attention interface only where set_attn_implementation exists"),
-    "accelerate": ("0.30", "the `accelerate launch` launcher (docs/scaling.md); Accelerator, utils.set_seed"),
+    # cselab imports nothing of accelerate's now (processes join with torch.distributed); transformers'
+    # Trainer, which SentenceTransformerTrainer is, needs it to train cselab.st's losses.
+    "accelerate": ("0.30", "transformers' Trainer (cselab.st's losses in SentenceTransformerTrainer); the "
+                           "`accelerate launch` launcher (docs/scaling.md)"),
 }
 
 
