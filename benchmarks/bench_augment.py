@@ -103,7 +103,7 @@ def write_cache(sentences: list[str]) -> Path:
     import tempfile
 
     from cselab.augment import build_augmenter
-    from cselab.augment.cli import augment_file
+    from cselab.augment_command import augment_file
 
     folder = tempfile.TemporaryDirectory(prefix="bench-augment-")
     atexit.register(folder.cleanup)
