@@ -184,3 +184,10 @@ def test_arbitrary_loss_parameters_give_a_config_or_a_config_error(data):
         load_config("simcse", [f"objective=[{json.dumps(term)}]"])
     except ConfigError as exc:
         assert "\n" not in str(exc)
+
+
+def test_a_wrappers_context_is_not_a_recipe_key():
+    """``context`` is filled by the training loop for a wrapper's inner term; a recipe that sets it (found
+    by the fuzz test above: a list) gets one line, not an AttributeError."""
+    with pytest.raises(ConfigError, match=r"objective\[0\]\.context: filled by the training loop"):
+        load_config("simcse", ['objective=[{"name": "embedding_positive", "context": [null]}]'])

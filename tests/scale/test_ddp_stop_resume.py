@@ -138,7 +138,7 @@ for case in ("copied", "absent"):
         results[case] = {"found": str(found)}
     except ckpt.CheckpointError as error:
         results[case] = {"error": str(error)}
-print(json.dumps({"rank": rank, **results}))
+(root / f"result-rank{rank}.json").write_text(json.dumps({"rank": rank, **results}))  # stdout interleaves
 dist.destroy_process_group()
 '''
 
@@ -162,8 +162,7 @@ def test_the_main_process_names_the_checkpoint_and_a_process_that_cannot_read_it
     run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29573",
                           str(script), str(tmp_path)], env=env, capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stderr[-3000:]
-    lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
-    results = {r["rank"]: r for r in map(json.loads, lines)}
+    results = {r["rank"]: r for r in (json.loads(f.read_text()) for f in sorted(tmp_path.glob("result-rank*.json")))}
     assert set(results) == {0, 1}
     for rank in (0, 1):
         # Where every process has the file: each resumes from the main process's step, under its own directory.
