@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 
 from cselab.train import checkpoint as ckpt
 from cselab.train.loop import train
-from cselab.train.process import SaveSchedule
+from cselab.train.saving import SaveSchedule
 from tests.conftest import TINY_BERT
 from tests.reliability.conftest import STEPS, load_config_for, metric_records
 
@@ -184,7 +184,7 @@ def test_no_checkpoint_when_both_are_off(tmp_path, corpus_file):
 def test_every_process_follows_the_main_process_clock(monkeypatch):
     """A non-main process whose own clock is not late still saves when rank 0's is (and the reverse):
     the answer is rank 0's, shared at the window."""
-    import cselab.train.process as process_module
+    import cselab.train.saving as saving
 
     config = SimpleNamespace(train=SimpleNamespace(save_steps=0, save_minutes=10.0))
     other = SaveSchedule(config, SimpleNamespace(main=False, processes=2))
@@ -196,13 +196,13 @@ def test_every_process_follows_the_main_process_clock(monkeypatch):
             return [answer, local]
         return gather
 
-    monkeypatch.setattr(process_module, "gather_objects", rank0_says(True))
+    monkeypatch.setattr(saving, "gather_objects", rank0_says(True))
     assert other.due(step=5, last=False, window=True) is True
     assert asked == [None]  # the non-main process reads no clock of its own
     assert other.due(step=6, last=False, window=False) is False and len(asked) == 1  # no collective off a window
     main = SaveSchedule(config, SimpleNamespace(main=True, processes=2))
     main.last_save -= 601  # its clock is late
-    monkeypatch.setattr(process_module, "gather_objects", rank0_says(True))
+    monkeypatch.setattr(saving, "gather_objects", rank0_says(True))
     assert main.due(step=5, last=False, window=True) is True and asked[-1] is True
 
 

@@ -5,8 +5,10 @@ objective's terms say what is minimised. Each part lives in its own module of ``
 ``parts`` builds the run, ``steps`` runs one step, ``optimizer`` updates the weights, ``metrics``
 logs a window, ``selection`` keeps the best model (by STS-B dev, or by ``validation`` MLM loss on
 held-out lines when pre-training; ``train.select_on``'s further metrics, e.g. ``transfer_dev``, each
-keep their own in ``best-METRIC/``), ``run_dir`` and ``checkpoint`` make it resumable,
-``process`` knows the device and the other processes.
+keep their own in ``best-METRIC/``; ``selection_setup`` builds them from the config), ``resume``
+starts or resumes the run, ``saving`` says when to save and hands ``checkpoint``'s writer the state,
+``run_dir`` finds the last complete checkpoint, ``summary`` writes the summary, and ``process``
+knows the device and the other processes.
 """
 from __future__ import annotations
 
@@ -18,19 +20,14 @@ from cselab.train.live_logs import LiveLogs
 from cselab.train.metrics import MetricsLog
 from cselab.train.optimizer import OptimizerStep, gradient_scaler, make_optimizer
 from cselab.train.parts import build_parts, make_loader
-from cselab.train.process import (
-    Process,
-    SaveSchedule,
-    best_model_selection,
-    caller_stops,
-    run_precision,
-    save_checkpoint,
-    start_or_resume,
-    summarize,
-)
+from cselab.train.process import Process
+from cselab.train.resume import run_precision, start_or_resume
 from cselab.train.run_dir import METRICS, open_run
+from cselab.train.saving import SaveSchedule, save_checkpoint
+from cselab.train.selection_setup import best_model_selection, caller_stops
 from cselab.train.signals import stop_on_signals
 from cselab.train.steps import StepForward, choose_step
+from cselab.train.summary import summarize
 from cselab.train.throughput import Throughput
 from cselab.train.validation import validation_for
 
