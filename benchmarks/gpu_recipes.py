@@ -48,35 +48,25 @@ def sync_warnings_in_steps(device: str):
     """A list that collects the CUDA sync-debug warnings raised while a step's own calls run."""
     import torch
 
-    from cselab.train import loop
-    from cselab.train.metrics import MetricsLog
-    from cselab.train.optimizer import OptimizerStep
+    from cselab.train.host_syncs import around_steps
 
     caught: list[str] = []
 
-    def watched(function):
-        @functools.wraps(function)
-        def call(*args, **kwargs):
-            with warnings.catch_warnings(record=True) as seen:
-                warnings.simplefilter("always")
+    @contextlib.contextmanager
+    def region():
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            if device == "cuda":
+                torch.cuda.set_sync_debug_mode("warn")
+            try:
+                yield
+            finally:
                 if device == "cuda":
-                    torch.cuda.set_sync_debug_mode("warn")
-                try:
-                    return function(*args, **kwargs)
-                finally:
-                    if device == "cuda":
-                        torch.cuda.set_sync_debug_mode("default")
-                    caught.extend(str(w.message).splitlines()[0] for w in seen if "synchroniz" in str(w.message))
+                    torch.cuda.set_sync_debug_mode("default")
+                caught.extend(str(w.message).splitlines()[0] for w in seen if "synchroniz" in str(w.message))
 
-        return call
-
-    originals = loop.choose_step, OptimizerStep.__call__, MetricsLog.add
-    loop.choose_step = lambda *a, **k: watched(originals[0](*a, **k))
-    OptimizerStep.__call__, MetricsLog.add = watched(originals[1]), watched(originals[2])
-    try:
+    with around_steps(region):
         yield caught
-    finally:
-        loop.choose_step, OptimizerStep.__call__, MetricsLog.add = originals
 
 
 def read_metrics(run: Path) -> list[dict]:

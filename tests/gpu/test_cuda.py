@@ -51,7 +51,7 @@ SYNC_SETTINGS = {"default": [], "unpadded": ["model.unpad=true"], "gradcache": [
 
 
 @pytest.mark.parametrize("recipe", list_recipes())
-def test_every_recipe_steps_without_a_host_synchronisation(recipe, tiny_corpus, tmp_path, monkeypatch):
+def test_every_recipe_steps_without_a_host_synchronisation(recipe, tiny_corpus, tmp_path):
     """Inside the steps (forward, backward, update, the metrics' add): CUDA's sync-debug mode raises on
     a synchronising call, and cselab's counter (train/host_syncs.py) counts the ops that would wait
     (nonzero, item, boolean masks, copies to the host, tensors from host data)."""
@@ -61,19 +61,19 @@ def test_every_recipe_steps_without_a_host_synchronisation(recipe, tiny_corpus, 
 
     config = with_tiny_caches(recipe, overrides(tiny_corpus, tmp_path / "run", steps=20) + ["train.log_steps=10"],
                               tiny_corpus, tmp_path)
-    with counting_steps(monkeypatch, cuda_sync_debug=True) as counter:
+    with counting_steps(cuda_sync_debug=True) as counter:
         summary = train(config, progress=False)
     assert summary["steps"] == 20
     assert counter.total == 0, describe(counter)
 
 
 @pytest.mark.parametrize("setting", sorted(SYNC_SETTINGS))
-def test_focal_steps_without_a_host_synchronisation_on_each_path(setting, tiny_corpus, tmp_path, monkeypatch):
+def test_focal_steps_without_a_host_synchronisation_on_each_path(setting, tiny_corpus, tmp_path):
     from cselab.train.loop import train
     from tests.train.sync_steps import counting_steps, describe
 
     config = load_config("focal", overrides(tiny_corpus, tmp_path / "run", steps=20) + ["train.log_steps=10",
                                                                                        *SYNC_SETTINGS[setting]])
-    with counting_steps(monkeypatch, cuda_sync_debug=True) as counter:
+    with counting_steps(cuda_sync_debug=True) as counter:
         train(config, progress=False)
     assert counter.total == 0, describe(counter)

@@ -8,45 +8,32 @@ loader's host-side batch making are outside them.
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Iterator
 
-from cselab.train.host_syncs import HostSyncCounter
+from cselab.train.host_syncs import HostSyncCounter, around_steps
 
 
 @contextlib.contextmanager
-def counting_steps(monkeypatch, cuda_sync_debug: bool = False) -> Iterator[HostSyncCounter]:
+def counting_steps(cuda_sync_debug: bool = False) -> Iterator[HostSyncCounter]:
     """``cuda_sync_debug``: also ``torch.cuda.set_sync_debug_mode("error")`` during those calls
     (CUDA's own check: a synchronising CUDA call raises)."""
     import torch
 
-    from cselab.train import loop
-    from cselab.train.metrics import MetricsLog
-    from cselab.train.optimizer import OptimizerStep
-
     counter = HostSyncCounter()
     counter.paused = True
 
-    def counted(function):
-        @functools.wraps(function)
-        def call(*args, **kwargs):
-            counter.paused = False
+    @contextlib.contextmanager
+    def region():
+        with counter.counting():
             if cuda_sync_debug:
                 torch.cuda.set_sync_debug_mode("error")
             try:
-                return function(*args, **kwargs)
+                yield
             finally:
-                counter.paused = True
                 if cuda_sync_debug:
                     torch.cuda.set_sync_debug_mode("default")
 
-        return call
-
-    choose_step = loop.choose_step
-    monkeypatch.setattr(loop, "choose_step", lambda *args, **kwargs: counted(choose_step(*args, **kwargs)))
-    monkeypatch.setattr(OptimizerStep, "__call__", counted(OptimizerStep.__call__))
-    monkeypatch.setattr(MetricsLog, "add", counted(MetricsLog.add))
-    with counter:
+    with around_steps(region), counter:
         yield counter
 
 

@@ -18,12 +18,12 @@ from tests.train.sync_steps import counting_steps, describe
 
 
 @pytest.mark.parametrize("recipe", list_recipes())
-def test_every_recipe_trains_without_a_host_sync_inside_its_steps(recipe, tiny_corpus, tmp_path, monkeypatch):
+def test_every_recipe_trains_without_a_host_sync_inside_its_steps(recipe, tiny_corpus, tmp_path):
     overrides = [*tiny_overrides(tiny_corpus, tmp_path / "run"), "optim.max_steps=3", "train.log_steps=2"]
     config = with_tiny_caches(recipe, overrides, tiny_corpus, tmp_path)
     from cselab.train.loop import train
 
-    with counting_steps(monkeypatch) as counter:
+    with counting_steps() as counter:
         summary = train(config, progress=False)
     assert summary["steps"] == 3
     assert counter.total == 0, describe(counter)
@@ -36,12 +36,12 @@ SETTINGS = {"padded": ["model.unpad=false"], "padded_sdpa": ["model.unpad=false"
 
 
 @pytest.mark.parametrize("setting", sorted(SETTINGS))
-def test_the_padded_forward_and_gradcache_make_no_host_sync_either(setting, tiny_corpus, tmp_path, monkeypatch):
+def test_the_padded_forward_and_gradcache_make_no_host_sync_either(setting, tiny_corpus, tmp_path):
     overrides = [*tiny_overrides(tiny_corpus, tmp_path / "run"), "optim.max_steps=3", *SETTINGS[setting]]
     from cselab.config import load_config
     from cselab.train.loop import train
 
-    with counting_steps(monkeypatch) as counter:
+    with counting_steps() as counter:
         train(load_config("focal", overrides), progress=False)
     assert counter.total == 0, describe(counter)
 

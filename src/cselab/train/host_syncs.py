@@ -25,11 +25,12 @@ run on a CPU, and it misses host copies that the driver makes without a stream s
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import traceback
 import weakref
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -74,6 +75,14 @@ class HostSyncCounter(TorchDispatchMode):
     @property
     def total(self) -> int:
         return sum(self.counts.values())
+
+    @contextlib.contextmanager
+    def counting(self) -> Iterator[None]:
+        was, self.paused = self.paused, False
+        try:
+            yield
+        finally:
+            self.paused = was
 
     @contextlib.contextmanager
     def pause(self) -> Iterator[None]:
@@ -167,3 +176,30 @@ class HostSyncCounter(TorchDispatchMode):
             for name, original in self._originals.items():
                 setattr(torch.Tensor, name, original)
             self._originals.clear()
+
+
+@contextlib.contextmanager
+def around_steps(region: Callable[[], contextlib.AbstractContextManager]) -> Iterator[None]:
+    """Run each of a training step's own calls inside ``region()``: the step (forward and backward), the
+    optimiser update and the metrics' per-step ``add``. That is what "inside a step" means for host
+    syncs; the log window's one read-back, evaluation, checkpoints and the loader are outside. The
+    loop's pieces are wrapped for the ``with`` block only (a test's or a benchmark's instrument)."""
+    from cselab.train import loop
+    from cselab.train.metrics import MetricsLog
+    from cselab.train.optimizer import OptimizerStep
+
+    def inside(function):
+        @functools.wraps(function)
+        def call(*args, **kwargs):
+            with region():
+                return function(*args, **kwargs)
+
+        return call
+
+    originals = loop.choose_step, OptimizerStep.__call__, MetricsLog.add
+    loop.choose_step = lambda *args, **kwargs: inside(originals[0](*args, **kwargs))
+    OptimizerStep.__call__, MetricsLog.add = inside(originals[1]), inside(originals[2])
+    try:
+        yield
+    finally:
+        loop.choose_step, OptimizerStep.__call__, MetricsLog.add = originals
