@@ -67,6 +67,17 @@ def test_runs_of_one_recipe_with_other_settings_are_named_by_the_keys_that_diffe
     assert varied.recipe_name == "simcse" and varied.variant == {"objective[0].temperature": 0.1}
 
 
+def test_list_settings_that_change_no_result_do_not_make_a_variant(tmp_path):
+    """train.report_to is resume-safe: a run logged live to TensorBoard is the same setting as one that was
+    not, also though flatten names its list entries (train.report_to[0])."""
+    for seed, loggers in ((1, ["tensorboard"]), (2, [])):
+        path = make_run(tmp_path / str(seed), "simcse", seed, 70)
+        config = json.loads((path / "train_config.json").read_text())
+        config["train"]["report_to"] = loggers
+        (path / "train_config.json").write_text(json.dumps(config))
+    assert sorted((r.recipe, r.seed) for r in find_runs([tmp_path])) == [("simcse", 1), ("simcse", 2)]
+
+
 def test_drawn_values_are_named_in_four_digits_unless_that_would_merge_two_settings(tmp_path):
     def runs_with(rates):
         for i, lr in enumerate(rates):

@@ -5,6 +5,7 @@ import json
 import logging
 import math
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -207,6 +208,12 @@ def _variant_name(recipe: str, short: dict[str, str], values: dict, rounded: boo
     return recipe + " " + " ".join(f"{name}={_value_text(values.get(key), rounded)}" for key, name in short.items())
 
 
+def _section_key(key: str) -> str:
+    """``train.report_to[0]`` -> ``train.report_to``: the ``section.key`` that RESUME_SAFE_KEYS names, under
+    flatten's deeper keys."""
+    return ".".join(re.sub(r"\[\d+\]", "", key).split(".")[:2])
+
+
 def label_variants(runs: list[Run]) -> list[Run]:
     """Runs of one recipe trained with different settings (a sweep's --grid) are told apart by the keys that
     differ, e.g. ``simcse lr=1e-05``: the report compares them as separate rows. The seed, the output folder
@@ -217,7 +224,7 @@ def label_variants(runs: list[Run]) -> list[Run]:
     for recipe in sorted({r.recipe for r in runs}):
         group = [r for r in runs if r.recipe == recipe]
         flat = [flatten(r.config) for r in group]
-        keys = [k for k in sorted(set().union(*flat)) if k not in ignored
+        keys = [k for k in sorted(set().union(*flat)) if _section_key(k) not in ignored
                 and len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1]
         if not keys:
             continue
