@@ -97,6 +97,18 @@ def is_repo_id(name: str) -> bool:
     return True
 
 
+def hub_cache_commit(name: str) -> str | None:
+    """The commit of a Hub model whose config is in the local cache (its content identity); None when it
+    is not cached or ``name`` is no repository id."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(name, "config.json")
+    except Exception:  # noqa: BLE001 - a name the Hub would refuse is simply not cached
+        return None
+    return Path(found).parent.name if isinstance(found, str) else None
+
+
 def in_hub_cache(name: str) -> bool:
     """The model's config and safetensors weights are in the Hugging Face cache (no network needed)."""
     from huggingface_hub import try_to_load_from_cache

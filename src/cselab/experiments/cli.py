@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 
 from cselab.errors import counted
+from cselab.experiments.search import SEARCH_METRICS
+from cselab.experiments.sweep import KEEP_CHECKPOINTS
 
 
 def _add_sweep(sub) -> None:
@@ -30,10 +32,10 @@ def _add_sweep(sub) -> None:
     p.add_argument("--space", action="append", default=[], metavar="KEY=LOW:HIGH[:log]",
                    help="a key the search draws (repeatable), e.g. --space optim.lr=1e-5:1e-4:log; integer bounds "
                         "draw integers")
-    p.add_argument("--metric", choices=["stsb_dev", "val_mlm_loss"], default="stsb_dev",
+    p.add_argument("--metric", choices=SEARCH_METRICS, default="stsb_dev",
                    help="what the search optimises: the in-training STS-B dev score (higher is better), or the "
                         "validation MLM loss of a pre-training recipe (lower is better)")
-    p.add_argument("--keep-checkpoints", choices=["all", "last", "none"], default="all",
+    p.add_argument("--keep-checkpoints", choices=KEEP_CHECKPOINTS, default="all",
                    help="checkpoints of finished runs: all = as training left them (train.keep_checkpoints), "
                         "last = only the final one, none = removed (their models stay)")
     p.add_argument("--eval-split", choices=["dev", "test"], default="dev",

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cselab.experiments import ExperimentError
-from cselab.experiments.runs import METRICS, read_metrics, recipe_label, run_path, write_json
+from cselab.experiments.runs import METRICS, read_metrics, recipe_label, write_json
 from cselab.experiments.sweep import (
     SWEEP_FILE,
+    SWEEP_SETS,
     BaseDevCache,
     Job,
     SweepSettings,
@@ -30,7 +31,8 @@ from cselab.experiments.sweep import (
     describe,
     drop_checkpoints,
     eval_task_names,
-    point_folder,
+    overrides_set,
+    point_job,
     run_job,
     run_overrides,
 )
@@ -38,8 +40,16 @@ from cselab.experiments.sweep import (
 STUDY_FILE = "search.db"
 SEARCH_FILE = "search.json"
 PRUNE_AFTER = 2  # MedianPruner's n_startup_trials: the first trials set the median, none of them is pruned
-# what a search may optimise: the training loop's in-training selection scores (train/selection.py)
-METRICS_HIGHER_IS_BETTER = {"stsb_dev": True, "val_mlm_loss": False}
+# what a search may optimise: the training loop's in-training selection scores (their direction is the
+# dev-metric registry's, evaluate/dev.py and train/selection.py)
+SEARCH_METRICS = ("stsb_dev", "val_mlm_loss")
+
+
+def higher_is_better(metric: str) -> bool:
+    import cselab.train.selection  # noqa: F401 - registers val_mlm_loss among the dev metrics
+    from cselab.evaluate.dev import DEV_METRICS
+
+    return DEV_METRICS.get(metric).higher_is_better
 
 
 @dataclass(frozen=True)
@@ -78,9 +88,9 @@ def parse_space(specs: list[str], fixed: list[str] = ()) -> list[Dimension]:
             raise ExperimentError(f"--space {key}: a log scale needs LOW > 0 (got {parts[0]})")
         if key in {d.key for d in space}:
             raise ExperimentError(f"--space {key}: given twice")
-        if key in ("train.seed", "train.output_dir"):
+        if key in SWEEP_SETS:
             raise ExperimentError(f"--space {key}: the sweep sets it (use --seeds / --out)")
-        if any(o.split("=", 1)[0].strip() == key for o in fixed):
+        if overrides_set(list(fixed), key):
             raise ExperimentError(f"--space {key}: also given with --set (a key is either fixed or searched)")
         space.append(Dimension(key, low, high, log, low_int and high_int))
     if not space:
@@ -104,15 +114,9 @@ def distributions(space: list[Dimension]) -> dict:
 
 
 def trial_job(settings: SweepSettings, recipe: str, seed: int, params: dict) -> Job:
-    """A trial's run: the recipe with the sampled values (as --set) in a folder named by them."""
-    from cselab.config import load_config
-
-    values = {key: repr(value) for key, value in params.items()}
-    path = run_path(settings.out, recipe, seed)
-    path = path.parent / point_folder(values) / path.name
-    overrides = run_overrides(settings) + [f"{key}={value}" for key, value in values.items()]
-    config = load_config(recipe, overrides, **{"train.seed": seed, "train.output_dir": str(path)})
-    return Job(recipe, seed, path, config, values)
+    """A trial's run: the recipe with the sampled values (as --set) in a folder named by them, as a grid point's."""
+    return point_job(settings, run_overrides(settings), recipe, seed,
+                     {key: repr(value) for key, value in params.items()})
 
 
 def check_metric(job: Job, metric: str) -> None:
@@ -212,8 +216,8 @@ def run_search(settings: SweepSettings, trials: int, space: list[Dimension], met
     optuna = import_optuna()
     if trials < 1:
         raise ExperimentError(f"--search {trials}: the number of trials must be at least 1")
-    if metric not in METRICS_HIGHER_IS_BETTER:
-        raise ExperimentError(f"--metric {metric}: one of {', '.join(METRICS_HIGHER_IS_BETTER)}")
+    if metric not in SEARCH_METRICS:
+        raise ExperimentError(f"--metric {metric}: one of {', '.join(SEARCH_METRICS)}")
     if len(settings.seeds) != 1:
         raise ExperimentError(f"--search trains each trial with one seed; got --seeds "
                               f"{','.join(map(str, settings.seeds))} (give one, then rerun the best values "
@@ -233,7 +237,7 @@ def run_search(settings: SweepSettings, trials: int, space: list[Dimension], met
         for recipe in settings.recipes:
             study = optuna.create_study(
                 study_name=recipe_label(recipe), storage=storage, load_if_exists=True,
-                direction="maximize" if METRICS_HIGHER_IS_BETTER[metric] else "minimize",
+                direction="maximize" if higher_is_better(metric) else "minimize",
                 pruner=optuna.pruners.MedianPruner(n_startup_trials=PRUNE_AFTER, n_warmup_steps=0))
             # A sampler seeded alike in every invocation would draw the first invocation's values again.
             study.sampler = optuna.samplers.TPESampler(seed=seed + len(study.get_trials(deepcopy=False)))

@@ -122,9 +122,9 @@ def parse_grid(specs: list[str], overrides: list[str] = ()) -> list[tuple[str, l
             raise ExperimentError(f"--grid {spec!r}: expected KEY=V1,V2,... (e.g. --grid optim.lr=1e-5,3e-5)")
         if key in {k for k, _ in grid}:
             raise ExperimentError(f"--grid {key}: given twice (list all its values in one --grid)")
-        if key in ("train.seed", "train.output_dir"):
+        if key in SWEEP_SETS:
             raise ExperimentError(f"--grid {key}: the sweep sets it (use --seeds / --out)")
-        if _sets(list(overrides), key):
+        if overrides_set(list(overrides), key):
             raise ExperimentError(f"--grid {key}: also given with --set (a key is either fixed or varied)")
         if len(set(items)) != len(items):
             raise ExperimentError(f"--grid {key}: a value is listed twice ({values})")
@@ -151,18 +151,22 @@ def point_folder(values: dict[str, str]) -> str:
     return f"{name[:FOLDER_NAME_LIMIT - 13]}..{hashlib.sha256(name.encode()).hexdigest()[:11]}"
 
 
-def _sets(overrides: list[str], key: str) -> bool:
+# The keys the sweep sets itself for every run (from --seeds and --out).
+SWEEP_SETS = ("train.seed", "train.output_dir")
+
+
+def overrides_set(overrides: list[str], key: str) -> bool:
     return any(o.split("=", 1)[0].strip() == key for o in overrides)
 
 
 def run_overrides(settings: SweepSettings) -> list[str]:
     """The --set options of every run: the user's, and the evaluation's STS-B dev for model selection."""
     overrides = list(settings.overrides)
-    for key in ("train.seed", "train.output_dir"):
-        if _sets(overrides, key):
+    for key in SWEEP_SETS:
+        if overrides_set(overrides, key):
             raise ExperimentError(f"--set {key}: the sweep sets it (use --seeds / --out)")
     # Model selection on the same STS-B dev the evaluation reads, unless the user chose another.
-    if settings.data_dir is not None and not _sets(overrides, "data.dev_dir"):
+    if settings.data_dir is not None and not overrides_set(overrides, "data.dev_dir"):
         from cselab.evaluate.dev import STSB_DEV
 
         if (Path(settings.data_dir) / STSB_DEV).is_file():
@@ -172,21 +176,23 @@ def run_overrides(settings: SweepSettings) -> list[str]:
 
 def plan(settings: SweepSettings) -> list[Job]:
     """Every run's resolved config, all checked before any training starts."""
-    from cselab.config import load_config
 
     overrides = run_overrides(settings)
-    jobs = []
-    for recipe in settings.recipes:
-        for values in grid_points(settings.grid):
-            for seed in settings.seeds:
-                path = run_path(settings.out, recipe, seed)
-                if values:
-                    path = path.parent / point_folder(values) / path.name
-                point = [f"{key}={value}" for key, value in values.items()]
-                config = load_config(recipe, overrides + point,
-                                     **{"train.seed": seed, "train.output_dir": str(path)})
-                jobs.append(Job(recipe, seed, path, config, values))
-    return jobs
+    return [point_job(settings, overrides, recipe, seed, values) for recipe in settings.recipes
+            for values in grid_points(settings.grid) for seed in settings.seeds]
+
+
+def point_job(settings: SweepSettings, overrides: list[str], recipe: str, seed: int, values: dict[str, str]) -> Job:
+    """One run: the recipe with a grid point's (or a search trial's) values as --set options, in a folder
+    named by them (no folder level without values)."""
+    from cselab.config import load_config
+
+    path = run_path(settings.out, recipe, seed)
+    if values:
+        path = path.parent / point_folder(values) / path.name
+    config = load_config(recipe, overrides + [f"{key}={value}" for key, value in values.items()],
+                         **{"train.seed": seed, "train.output_dir": str(path)})
+    return Job(recipe, seed, path, config, values)
 
 
 def eval_task_names(settings: SweepSettings) -> list[str]:
@@ -281,32 +287,21 @@ def record_versions(path: Path, stage: str) -> None:
 # ---- the base model's STS-B dev, once per base model ----------------------------------------------
 
 
-def _hub_snapshot(name: str) -> str | None:
-    """The commit of a Hub model in the local cache (its content identity), None when it is not cached."""
-    try:
-        from huggingface_hub import try_to_load_from_cache
-
-        found = try_to_load_from_cache(name, "config.json")
-    except (ImportError, ValueError):  # not a repository id
-        return None
-    return f"{name}@{Path(found).parent.name}" if isinstance(found, str) else None
-
-
 def base_weights_fingerprint(name_or_path: str) -> str | None:
-    """The starting encoder's identity: a local model's weight files (name, size, mtime), or a cached Hub
-    model's commit; None when it cannot be told before it is loaded."""
+    """The starting encoder's identity: a local model's files (evaluate's weights_fingerprint: name, size,
+    mtime), or a cached Hub model's commit; None when it cannot be told before it is loaded."""
+    from cselab.evaluate.models import weights_fingerprint
     from cselab.model.encoder import resolve_model_path
+    from cselab.sources import hub_cache_commit
 
     try:
         path = Path(resolve_model_path(name_or_path))
     except (RuntimeError, OSError):
         return None
     if not path.is_dir():
-        return _hub_snapshot(name_or_path)
-    weights = [f for f in files_outside_checkpoints(path) if f.suffix in (".safetensors", ".bin")]
-    if not weights:
-        return None
-    return json.dumps([[str(f.relative_to(path)), f.stat().st_size, f.stat().st_mtime_ns] for f in weights])
+        commit = hub_cache_commit(name_or_path)
+        return None if commit is None else f"{name_or_path}@{commit}"
+    return weights_fingerprint(path)
 
 
 def base_model_key(config) -> str | None:
@@ -383,7 +378,7 @@ def disk_usage(root: Path) -> tuple[int, int]:
 def drop_checkpoints(path: Path, keep: str) -> None:
     """A finished run's checkpoints: ``all`` stay, ``last`` keeps the newest (the state at the end of
     training), ``none`` removes them. A finished run needs none of them: its model is saved beside them."""
-    from cselab.train.checkpoint import checkpoint_step, list_checkpoints
+    from cselab.train.checkpoint import list_checkpoints
 
     folder = path / "checkpoints"
     if keep == "all" or not folder.is_dir():
@@ -391,7 +386,7 @@ def drop_checkpoints(path: Path, keep: str) -> None:
     if keep == "none":
         shutil.rmtree(folder)
         return
-    for old in sorted(list_checkpoints(folder), key=checkpoint_step)[:-1]:
+    for old in list_checkpoints(folder)[:-1]:  # oldest first
         shutil.rmtree(old)
 
 
