@@ -56,7 +56,7 @@ def measure(background: bool, saves: int, model, optimizer, scheduler, directory
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             start = time.perf_counter()
-            writer.wait()  # as process.save_checkpoint: one host copy at a time
+            writer.wait()  # as saving.save_checkpoint: one host copy at a time
             writer.save(ckpt.snapshot(directory, step, model, optimizer, scheduler, {"step": step}, {"bench": True},
                                       backbone=model.backbone, keep=1))
             returned = time.perf_counter()

@@ -66,6 +66,22 @@ def test_model_index_holds_the_selected_stsb_dev_score(clear_run, tmp_path):
     assert "the best was 71.2345 at step 2. Before training: 60.50." in card
 
 
+def test_a_run_selected_on_any_dev_metric_states_its_rule(clear_run, tmp_path):
+    """The rule comes from the summary's own label (the dev-metric registry's), for every metric that may
+    pick the final model (transfer_dev, sts:PATH, ...), not a finished run called unfinished."""
+    import shutil
+
+    run = shutil.copytree(clear_run, tmp_path / "run")
+    summary = json.loads((run / "summary.json").read_text())
+    summary.update(selected_by="transfer_dev", selection_label="SST-2 dev + MRPC train CV accuracy",
+                   best_transfer_dev=80.25, best_step=3)
+    (run / "summary.json").write_text(json.dumps(summary))
+    write_run_cards(run)
+    card = (run / "README.md").read_text()
+    assert "SST-2 dev + MRPC train CV accuracy, evaluated every" in card and "the best was 80.25 at step 3." in card
+    assert "has not finished" not in card
+
+
 def test_eval_results_recorded_in_the_card_merge_by_split(tmp_path):
     path = SentenceEncoder.from_config(TINY_BERT, "minilm", pooler="avg").save(tmp_path / "m")
     first = {"model": str(path), "path": str(path), "split": "test", "avg_over": ["STS12"], "transfer_avg_over": [],

@@ -7,6 +7,7 @@ import huggingface_hub
 import pytest
 import yaml
 
+import cselab
 from cselab.cli import main
 from cselab.model.card import write_card
 from cselab.model.encoder import SentenceEncoder
@@ -35,6 +36,8 @@ class FakeHub:
 @pytest.fixture
 def online(monkeypatch):
     """The Hub switched on (the tests run with HF_HUB_OFFLINE=1), the client replaced, a token present."""
+    import huggingface_hub.constants  # noqa: F401 - a lazy submodule: loaded before it is patched
+
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
@@ -64,6 +67,13 @@ def test_push_creates_the_repository_and_uploads_the_directory(online, saved, ca
     assert front["library_name"] == "sentence-transformers"
     write_card(saved)  # rewritten later (an evaluation, the end of a run): it still loads the repository
     assert 'cselab.load("someone/tiny-model")' in (saved / "README.md").read_text()
+
+
+def test_a_pushed_model_saved_again_in_place_still_names_its_repository(online, tmp_path):
+    path = SentenceEncoder.from_config(TINY_BERT, "minilm", pooler="avg").save(tmp_path / "m")
+    assert main(["push", str(path), "someone/tiny-model"]) == 0
+    cselab.load(str(path)).save(path)  # e.g. the re-save the old-format warning suggests
+    assert 'SentenceTransformer("someone/tiny-model")' in (path / "README.md").read_text()
 
 
 def test_public_by_default(online, saved):

@@ -191,18 +191,18 @@ def test_every_process_follows_the_main_process_clock(monkeypatch):
     asked = []
 
     def rank0_says(answer):
-        def gather(local):
+        def broadcast(local):
             asked.append(local)
-            return [answer, local]
-        return gather
+            return answer
+        return broadcast
 
-    monkeypatch.setattr(saving, "gather_objects", rank0_says(True))
+    monkeypatch.setattr(saving, "from_main", rank0_says(True))
     assert other.due(step=5, last=False, window=True) is True
     assert asked == [None]  # the non-main process reads no clock of its own
     assert other.due(step=6, last=False, window=False) is False and len(asked) == 1  # no collective off a window
     main = SaveSchedule(config, SimpleNamespace(main=True, processes=2))
     main.last_save -= 601  # its clock is late
-    monkeypatch.setattr(saving, "gather_objects", rank0_says(True))
+    monkeypatch.setattr(saving, "from_main", rank0_says(True))
     assert main.due(step=5, last=False, window=True) is True and asked[-1] is True
 
 

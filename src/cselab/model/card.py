@@ -229,14 +229,12 @@ class _Card:
                     f"{value} at step {s.get(f'best_{self.kept_metric}_step', self.marker.get('step'))}.")
         elif s.get("selected_by") == "last_step":
             rule = f"No evaluation picked it: this is the last step's model (step {s.get('steps')})."
-        elif s.get("selected_by") in ("stsb_dev", "val_mlm_loss"):
+        elif s.get("selected_by") is not None:  # any registered dev metric: its label is in the summary
             metric = s["selected_by"]
-            what = ("STS-B dev Spearman (cosine, x 100; highest)" if metric == "stsb_dev"
-                    else "validation MLM loss on held-out lines (lowest)")
-            rule = (f"{what}, evaluated every {every} steps and at the last: the best was "
-                    f"{self.selection_value(metric)} at step {s.get('best_step')}.")
-            if metric == "stsb_dev" and s.get("base_stsb_dev") is not None:
-                rule += f" Before training: {s['base_stsb_dev']:.2f}."
+            rule = (f"{s.get('selection_label') or metric}, evaluated every {every} steps and at the last: the best "
+                    f"was {self.selection_value(metric)} at step {s.get('best_step')}.")
+            if s.get(f"base_{metric}") is not None:
+                rule += f" Before training: {s[f'base_{metric}']:.2f}."
         elif self.marker.get("step") is not None:
             rule = f"The best evaluation so far (step {self.marker['step']}); the run has not finished."
         else:

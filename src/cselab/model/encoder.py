@@ -9,6 +9,7 @@ usable length (not the training length, which ``cselab_config.json`` keeps), wit
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -493,6 +494,13 @@ class SentenceEncoder(nn.Module):
         settings = {"format": SAVE_FORMAT, "pooler": self.pooler, "mlp": self.mlp is not None,
                     "mlp_only_train": self.mlp_only_train, "max_seq_len": self.train_max_seq_len,
                     "base_model": self.base_model, "citations": citations.entries(self.citation)}
+        # The Hub repository this directory was pushed to (cselab push) belongs to the directory: kept.
+        try:
+            hub = json.loads((path / CSELAB_CONFIG).read_text(encoding="utf-8")).get("hub_repo")
+        except (OSError, ValueError, AttributeError):  # none yet, or unreadable: nothing to keep
+            hub = None
+        if isinstance(hub, str):
+            settings["hub_repo"] = hub
         (path / CSELAB_CONFIG).write_text(json.dumps(settings, indent=2))
         write_card(path)
         return path
@@ -574,7 +582,7 @@ def _load_backbone(name_or_path: str, resolved: str, trust_remote_code: bool):
             # otherwise keep it: fp16 gradients that the GradScaler refuses, bf16 updates lost to rounding).
             backbone, info = AutoModel.from_pretrained(resolved, use_safetensors=True, output_loading_info=True,
                                                        trust_remote_code=trust_remote_code,
-                                                       **{_DTYPE_KEYWORD: torch.float32})
+                                                       **{_dtype_keyword(): torch.float32})
     except Exception as exc:  # whatever the files make transformers or tokenizers raise: the files' fault
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         where = "a local directory" if Path(resolved).exists() else "not a local directory, and the Hugging Face Hub"
@@ -583,6 +591,7 @@ def _load_backbone(name_or_path: str, resolved: str, trust_remote_code: bool):
     return tokenizer, backbone, _detach_pooler(backbone, info["missing_keys"])
 
 
+@functools.cache
 def _dtype_keyword() -> str:
     """``dtype`` (transformers >= 4.56), ``torch_dtype`` before it."""
     import transformers
@@ -591,7 +600,6 @@ def _dtype_keyword() -> str:
     return "dtype" if Version(transformers.__version__) >= Version("4.56") else "torch_dtype"
 
 
-_DTYPE_KEYWORD = _dtype_keyword()
 
 
 def _detach_pooler(backbone: nn.Module, missing_keys) -> dict[str, torch.Tensor] | None:

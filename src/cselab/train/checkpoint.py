@@ -170,17 +170,6 @@ def set_rng_state(tensors: dict[str, torch.Tensor], meta: dict) -> None:
     np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
 
 
-def save_checkpoint(directory: Path, step: int, model: torch.nn.Module, optimizer, scheduler,
-                    trainer_state: dict[str, Any], config: dict | None = None,
-                    rank_rng: list[tuple[dict[str, torch.Tensor], dict]] | None = None, *,
-                    backbone: torch.nn.Module, keep: int = 1, saved_backbone: Path | None = None) -> Path:
-    """Write ``directory/step-N`` atomically and keep the newest ``keep`` checkpoints (here and now:
-    :func:`snapshot` then :func:`write_snapshot`; the training loop hands snapshots to a
-    :class:`CheckpointWriter` instead). The arguments are :func:`snapshot`'s."""
-    return write_snapshot(snapshot(directory, step, model, optimizer, scheduler, trainer_state, config, rank_rng,
-                                   backbone=backbone, keep=keep, saved_backbone=saved_backbone))
-
-
 @dataclass
 class Snapshot:
     """A checkpoint's contents copied to the host: training may change every live tensor once it exists."""
@@ -339,7 +328,7 @@ class CheckpointWriter:
         self.background = background
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
-        self._writing: Snapshot | None = None
+        self._writing: Path | None = None  # the checkpoint being written, for the error (not its tensors)
 
     def save(self, snap: Snapshot) -> None:
         self.wait()
@@ -347,12 +336,11 @@ class CheckpointWriter:
             self._write(snap)
             self.wait()
             return
-        self._writing = snap
         self._thread = threading.Thread(target=self._write, args=(snap,), name=f"checkpoint-{snap.step}")
         self._thread.start()
 
     def _write(self, snap: Snapshot) -> None:
-        self._writing = snap
+        self._writing = snap.final
         try:
             write_snapshot(snap)
         except BaseException as exc:  # re-raised in the loop's thread by wait()
@@ -366,7 +354,7 @@ class CheckpointWriter:
         error, self._error = self._error, None
         if error is not None:
             first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise CheckpointError(f"{self._writing.final}: writing the checkpoint failed ({first}); "
+            raise CheckpointError(f"{self._writing}: writing the checkpoint failed ({first}); "
                                   f"the previous checkpoint is still the resume point") from error
 
     def __enter__(self) -> CheckpointWriter:

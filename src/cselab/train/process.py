@@ -11,7 +11,7 @@ import torch
 
 from cselab.config import Config
 from cselab.hardware import resolve_device
-from cselab.train.distributed import gather_objects, join
+from cselab.train.distributed import from_main, join
 from cselab.train.metrics import bars_allowed
 
 
@@ -87,8 +87,7 @@ def on_main(process: Process, build, default):
             result = build()
         except (OSError, ValueError) as exc:
             error = exc
-    if process.processes > 1:
-        error = gather_objects(error)[0]
+    error = from_main(error)
     if error is not None:
         raise error
     return result

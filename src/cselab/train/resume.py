@@ -7,7 +7,7 @@ from pathlib import Path
 from cselab.config import Config
 from cselab.data.corpus import corpus_fingerprint
 from cselab.hardware import PrecisionChoice, choose_precision
-from cselab.train.distributed import gather_objects
+from cselab.train.distributed import from_main
 from cselab.train.geometry import base_geometry
 from cselab.train.parts import RunParts
 from cselab.train.process import Process
@@ -36,7 +36,7 @@ def run_precision(process: Process, config: Config, hidden_size: int, state: Run
     if config.train.precision == "auto" and state.precision:
         choice = PrecisionChoice(state.precision, "auto", "chosen when the run started (resumed)")
     else:
-        choice = gather_objects(choose_precision(config.train.precision, process.device, hidden_size)
-                                if process.main else None)[0]
+        choice = from_main(choose_precision(config.train.precision, process.device, hidden_size)
+                           if process.main else None)
     state.precision = choice.precision
     return choice

@@ -9,7 +9,7 @@ import torch
 from cselab.config import Config
 from cselab.errors import TrainingError
 from cselab.train import checkpoint as ckpt
-from cselab.train.distributed import gather_objects
+from cselab.train.distributed import from_main, gather_objects
 from cselab.train.optimizer import OptimizerStep
 from cselab.train.parts import RunParts
 from cselab.train.process import Process
@@ -37,7 +37,7 @@ class SaveSchedule:
         if last:
             return True
         late = time.monotonic() - self.last_save >= self.seconds if self.process.main else None
-        return bool(gather_objects(late)[0]) if self.process.processes > 1 else late
+        return bool(from_main(late))
 
     def saved(self) -> None:
         self.last_save = time.monotonic()

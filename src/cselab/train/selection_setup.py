@@ -8,7 +8,7 @@ from pathlib import Path
 from cselab.config import Config
 from cselab.evaluate.dev import DevMetric, build_metric, find_senteval_dir, metric_class, metric_key
 from cselab.model.encoder import SentenceEncoder
-from cselab.train.distributed import gather_objects
+from cselab.train.distributed import from_main
 from cselab.train.metrics import bars_allowed
 from cselab.train.process import Process, on_main
 from cselab.train.run_dir import RunState
@@ -50,7 +50,7 @@ def caller_stops(process: Process, on_evaluation, step: int, record: dict) -> bo
     """``on_evaluation(step, record)`` on the main process (whose record holds the dev scores); its answer
     is shared, so every process stops at the same step."""
     stop = bool(on_evaluation(step, record)) if process.main else None
-    return bool(gather_objects(stop)[0]) if process.processes > 1 else stop
+    return bool(from_main(stop))
 
 
 def primary_metric(config: Config) -> tuple[Path | None, DevMetric | None]:

@@ -138,18 +138,15 @@ class GradCacheStep:
     def __init__(self, forward: StepForward, scale: Callable[[torch.Tensor], torch.Tensor] = unscaled, *,
                  chunk_size: int):
         self.forward, self.scale, self.chunk_size = forward, scale, chunk_size
-        self.plain = None if forward.objective.encodes_views else PlainStep(forward, scale)  # nothing to cache
         self.encode: torch.nn.Module = ChunkEncoder(forward)
         self.loss: torch.nn.Module = LossSide(forward)
-        self.distributed = world_size() > 1 and self.plain is None
+        self.distributed = world_size() > 1
         if self.distributed:
             self.encode = distributed_data_parallel(self.encode)
             if any(p.requires_grad for p in self.loss.parameters()):  # DDP refuses a module without any
                 self.loss = distributed_data_parallel(self.loss)
 
     def __call__(self, batch: Batch) -> StepResult:
-        if self.plain is not None:
-            return self.plain(batch)
         loss, logs = self.cached_backward(batch)
         return StepResult(loss.detach(), logs)
 
@@ -229,8 +226,9 @@ def chunk_rows(features: dict[str, torch.Tensor], start: int, stop: int, length:
 
 def choose_step(forward: StepForward, grad_cache_chunk: int | None,
                 scale: Callable[[torch.Tensor], torch.Tensor] = unscaled) -> StepStrategy:
-    """GradCache when a chunk size is set, else the plain step."""
-    if grad_cache_chunk:
+    """GradCache when a chunk size is set and the objective encodes views (an MLM-only one has none to
+    cache), else the plain step."""
+    if grad_cache_chunk and forward.objective.encodes_views:
         return GradCacheStep(forward, scale, chunk_size=grad_cache_chunk)
     return PlainStep(forward, scale)
 
