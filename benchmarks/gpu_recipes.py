@@ -69,15 +69,11 @@ def sync_warnings_in_steps(device: str):
         yield caught
 
 
-def read_metrics(run: Path) -> list[dict]:
-    file = run / "metrics.jsonl"
-    return [json.loads(line) for line in file.read_text().splitlines()] if file.is_file() else []
-
-
 def train_recipe(recipe: str, steps: int, work: Path, device: str) -> dict:
     import torch
 
     from cselab.config import load_config
+    from cselab.experiments.runs import METRICS, read_metrics
     from cselab.train.loop import train
 
     overrides = [f"data.corpus={SHARED / 'corpus' / 'wiki1m-first-11913.txt'}", "data.max_sentences=null",
@@ -87,7 +83,7 @@ def train_recipe(recipe: str, steps: int, work: Path, device: str) -> dict:
         torch.cuda.reset_peak_memory_stats()
     with sync_warnings_in_steps(device) as syncs:
         summary = train(load_config(recipe, overrides), resume=False, progress=False)
-    windows = [r for r in read_metrics(work / recipe) if "window_seconds" in r][1:]  # after the first window
+    windows = [r for r in read_metrics(work / recipe / METRICS) if "window_seconds" in r][1:]  # after the first window
     ms = 1000 * sum(r["window_seconds"] for r in windows) / max(1, sum(r["window_steps"] for r in windows))
     waits = [r["loader_wait"] for r in windows if "loader_wait" in r]
     return {"status": "trained" if summary.get("finished") else "stopped early",
@@ -116,6 +112,7 @@ def run_recipes(recipes: list[str], steps: int, device: str) -> dict:
 
 def run_pretraining(seconds: float, device: str) -> dict:
     from cselab.config import load_config
+    from cselab.experiments.runs import METRICS, read_metrics
     from cselab.train.loop import train
 
     corpus = SHARED / "pretrain-corpus" / "offline-english-4.8m-words.txt.gz"
@@ -146,7 +143,7 @@ def run_pretraining(seconds: float, device: str) -> dict:
         finally:
             MetricsLog.add = original_add
             timer.cancel()
-        records = [r for r in read_metrics(run) if "window_seconds" in r][1:]
+        records = [r for r in read_metrics(run / METRICS) if "window_seconds" in r][1:]
         seconds_trained = sum(r["window_seconds"] for r in records)
         tokens = sum(r["window_steps"] for r in records) * 128 * 128  # packed blocks: every token is real
         checkpoints = sorted(p.name for p in (run / "checkpoints").glob("*")) if (run / "checkpoints").is_dir() else []

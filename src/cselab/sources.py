@@ -36,7 +36,7 @@ def check_model_source(name_or_path: str, resolved: str) -> None:
                              f"model name; pass a model directory or 'minilm' (the offline base)")
     if in_hub_cache(resolved):
         return
-    why = "HF_HUB_OFFLINE is set" if hub_offline() else unreachable_reason()
+    why = offline_reason()
     if why:
         raise ModelLoadError(f"{name_or_path}: cannot load a model: no directory of that name, not in the Hugging "
                              f"Face cache, and the Hub is unreachable ({why}); pass a model directory or 'minilm' "
@@ -107,6 +107,11 @@ def hub_cache_commit(name: str) -> str | None:
     except Exception:  # noqa: BLE001 - a name the Hub would refuse is simply not cached
         return None
     return Path(found).parent.name if isinstance(found, str) else None
+
+
+def offline_reason() -> str | None:
+    """Why the Hub cannot be asked now (None: it can): the environment says offline, or no connection."""
+    return "HF_HUB_OFFLINE is set" if hub_offline() else unreachable_reason()
 
 
 def in_hub_cache(name: str) -> bool:

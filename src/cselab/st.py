@@ -109,9 +109,7 @@ class FocalInfoNCELoss(_TermLoss):
     def get_config_dict(self) -> dict[str, Any]:
         return {"temperature": self.term.temperature, "margin": self.term.margin, "modulated": self.term.modulated}
 
-    @property
-    def citation(self) -> str:
-        return FocalTerm.citation
+    citation = FocalTerm.citation
 
 
 class NTXentLoss(_TermLoss):
@@ -128,9 +126,7 @@ class NTXentLoss(_TermLoss):
     def get_config_dict(self) -> dict[str, Any]:
         return {"temperature": self.term.temperature, "reduction": self.term.reduction}
 
-    @property
-    def citation(self) -> str:
-        return NTXentTerm.citation
+    citation = NTXentTerm.citation
 
 
 class UNALoss(NTXentLoss):
@@ -162,9 +158,7 @@ class UNALoss(NTXentLoss):
         twins = torch.cat(embeddings[2 + k:]) if k else None
         return LossInputs(anchor=embeddings[0], positive=embeddings[1], negative=negative, negative_positive=twins)
 
-    @property
-    def citation(self) -> str:
-        return citations.UNA
+    citation = citations.UNA
 
 
 class AugCSELoss(_TermLoss):
@@ -208,9 +202,7 @@ class AugCSELoss(_TermLoss):
                 "discriminator_weight": self.discriminator_weight, "alpha": self.discriminator.alpha,
                 "dropout": self.discriminator.dropout, "positive_role": self.contrastive.positive_role}
 
-    @property
-    def citation(self) -> str:
-        return AugmentationDiscriminator.citation
+    citation = AugmentationDiscriminator.citation
 
 
 def augmented_columns(path: str | Path, column: str = "augmented", seed: int = 0) -> dict[str, list]:

@@ -50,3 +50,20 @@ def test_bad_specs_name_the_key(name, params, message):
 def test_unknown_nested_name_lists_known_ones():
     with pytest.raises(KeyError, match="unknown augmenter 'nope'"):
         build_augmenter("sequence", steps=[{"name": "nope"}])
+
+
+def test_a_cached_augmenters_fallback_declares_its_placeholder_tokens(tmp_path):
+    """special_tokens walks every composition's parts: a `cached` with a CLEAR fallback writes [DEL] for
+    the sentences its file lacks, so the tokenizer must keep [DEL] whole there too."""
+    import warnings
+
+    from cselab.augment import build_augmenter
+    from cselab.augment.base import special_tokens
+
+    empty = tmp_path / "aug.jsonl"
+    empty.write_text("")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "no cached augmentations": the fallback does all the work here
+        cached = build_augmenter("cached", path=str(empty), augmenter="clear_word_deletion")
+    assert special_tokens(cached) == ("[DEL]",)
+    assert special_tokens(build_augmenter("sequence", steps=["eda_random_swap", "clear_word_deletion"])) == ("[DEL]",)

@@ -12,6 +12,7 @@ from senteval_files import make_senteval
 from cselab.experiments import ExperimentError
 from cselab.experiments.search import Dimension, parse_space, run_search
 from cselab.experiments.sweep import SweepSettings, SweepStopped
+from tests.conftest import TINY_BERT
 
 pytest.importorskip("optuna")
 
@@ -141,12 +142,10 @@ def test_without_optuna_one_line_names_the_install(settings, monkeypatch):
 
 
 def test_two_real_trials_of_a_tiny_model(settings, tiny_corpus, cli, capsys):
-    tiny = {"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
-            "intermediate_size": 64, "max_position_embeddings": 64}
     args = ["sweep", "--recipes", "simcse", "--search", "2", "--space", "optim.lr=1e-5:1e-3:log",
             "--out", str(settings.out), "--data-dir", str(settings.data_dir), "--no-eval", "--quiet",
             "--keep-checkpoints", "none"]
-    for item in (f"model.from_config={json.dumps(tiny)}", f"data.corpus={tiny_corpus}", "optim.max_steps=4",
+    for item in (f"model.from_config={json.dumps(TINY_BERT)}", f"data.corpus={tiny_corpus}", "optim.max_steps=4",
                  "optim.batch_size=8", "train.precision=fp32", "train.eval_steps=2", "train.save_steps=2"):
         args += ["--set", item]
     assert cli(args) == 0

@@ -6,9 +6,7 @@ import json
 from senteval_files import make_senteval
 
 from cselab.config import load_config
-
-TINY_BERT = {"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
-             "intermediate_size": 64, "max_position_embeddings": 64}
+from tests.conftest import TINY_BERT
 
 
 def _config(tmp_path, corpus, name: str):

@@ -92,8 +92,10 @@ def register_augmenter(cls: A) -> A:
 
 def special_tokens(*augmenters: Augmenter | None) -> tuple[str, ...]:
     """Placeholder tokens the augmenters write (CLEAR's ``[DEL]``) that the tokenizer must keep whole,
-    in first-seen order; None (no augmenter) contributes nothing."""
-    return tuple(dict.fromkeys(token for a in augmenters if a is not None for token in a.special_tokens))
+    in first-seen order, a composition's parts' included; None (no augmenter) contributes nothing."""
+    tokens = [token for a in augmenters if a is not None
+              for token in (*a.special_tokens, *special_tokens(*a.parts))]
+    return tuple(dict.fromkeys(tokens))
 
 
 def changed_flags(originals: list[str], augmented: list[str]) -> list[bool]:

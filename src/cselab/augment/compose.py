@@ -23,7 +23,6 @@ from cselab.augment.base import (
     derive_seed,
     register_augmenter,
     sentence_seed,
-    special_tokens,
 )
 from cselab.errors import counted
 
@@ -83,10 +82,6 @@ class Sequence(Augmenter):
     def parts(self) -> tuple[Augmenter, ...]:
         return tuple(self.steps)
 
-    @property
-    def special_tokens(self) -> tuple[str, ...]:
-        return special_tokens(*self.steps)
-
 
 def _valid_weights(weights, count: int) -> bool:
     """``count`` finite numbers >= 0 with a positive sum (a YAML typo gives strings, bools or nesting)."""
@@ -144,10 +139,6 @@ class OneOf(Augmenter):
     def parts(self) -> tuple[Augmenter, ...]:
         return tuple(self.choices)
 
-    @property
-    def special_tokens(self) -> tuple[str, ...]:
-        return special_tokens(*self.choices)
-
 
 @register_augmenter
 class WithProbability(Augmenter):
@@ -181,10 +172,6 @@ class WithProbability(Augmenter):
     @property
     def parts(self) -> tuple[Augmenter, ...]:
         return (self.augmenter,)
-
-    @property
-    def special_tokens(self) -> tuple[str, ...]:
-        return special_tokens(self.augmenter)
 
 
 __all__ = ["OneOf", "Sequence", "WithProbability", "build_spec", "AUGMENTERS"]

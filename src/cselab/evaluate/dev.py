@@ -29,7 +29,7 @@ TRANSFER_DEV_TASKS = ("SST2", "MRPC")
 Encode = Callable[[list[str]], np.ndarray]
 
 __all__ = ["DEV_METRICS", "STSB_DEV", "TRANSFER_DEV_TASKS", "DevMetric", "StsFileDev", "StsbDev", "TransferDev",
-           "build_metric", "check_select_on", "find_senteval_dir", "metric_class", "metric_key", "read_stsb"]
+           "build_metric", "check_select_on", "find_senteval_dir", "metric_class", "metric_key"]
 
 
 def find_senteval_dir(explicit: str | None = None) -> Path | None:
@@ -50,12 +50,6 @@ def _has_stsb_dev(folder: Path) -> bool:
         return (folder / STSB_DEV).is_file()
     except (OSError, ValueError):  # a name the system cannot look up (too long, a NUL byte)
         return False
-
-
-def read_stsb(path: Path) -> tuple[list[str], list[str], np.ndarray]:
-    """STS-B csv: tab-separated, score in column 5, sentences in 6 and 7; extra columns ignored."""
-    pairs = formats.read_stsb(Path(path))
-    return pairs.left, pairs.right, pairs.gold
 
 
 DEV_METRICS: Registry[type[DevMetric]] = Registry("selection metric")
@@ -238,5 +232,5 @@ def check_select_on(entries: list) -> str | None:
 
 def build_metric(entry: str, data_dir: Path | None) -> DevMetric:
     """The metric of a ``train.select_on`` entry; ``data_dir`` is the SentEval directory (None: not found)."""
-    name, _, argument = entry.strip().partition(":")
+    _, _, argument = entry.strip().partition(":")
     return metric_class(entry.strip())(data_dir, argument or None)

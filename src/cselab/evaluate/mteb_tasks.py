@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from cselab.errors import ConfigError
+from cselab.sources import offline_reason
 
 INSTALL = "pip install 'cselab[mteb]'"
 # SentEval's STS tasks under their MTEB names; the local files are what cselab's tasks read.
@@ -40,13 +41,6 @@ def require_mteb():
             raise
         raise MtebMissingError(f"--mteb needs the mteb package: {INSTALL} (or pip install mteb)") from None
     return mteb
-
-
-def offline_reason() -> str | None:
-    """Why MTEB's own data cannot be fetched now (None: the Hub is reachable)."""
-    from cselab.sources import hub_offline, unreachable_reason
-
-    return "HF_HUB_OFFLINE is set" if hub_offline() else unreachable_reason()
 
 
 def mteb_model_name(name: str, path: str) -> str:

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 
 import yaml
 
 from cselab import citations
+from cselab.sources import is_repo_id
 
 CARD = "README.md"
 EVAL_RESULTS = "cselab_eval.json"  # what `cselab eval --update-card` recorded: {split: result}
@@ -61,7 +61,7 @@ def hub_base_model(name: str | None) -> str | None:
     if not name:
         return None
     name = KNOWN_BASES.get(name, name)
-    if Path(name).expanduser().exists() or not re.fullmatch(r"[\w.-]+(/[\w.-]+)?", name):
+    if Path(name).expanduser().exists() or not is_repo_id(name):
         return None
     return name
 
