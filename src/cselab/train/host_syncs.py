@@ -77,20 +77,18 @@ class HostSyncCounter(TorchDispatchMode):
         return sum(self.counts.values())
 
     @contextlib.contextmanager
-    def counting(self) -> Iterator[None]:
-        was, self.paused = self.paused, False
+    def _paused_as(self, paused: bool) -> Iterator[None]:
+        was, self.paused = self.paused, paused
         try:
             yield
         finally:
             self.paused = was
 
-    @contextlib.contextmanager
-    def pause(self) -> Iterator[None]:
-        was, self.paused = self.paused, True
-        try:
-            yield
-        finally:
-            self.paused = was
+    def counting(self) -> contextlib.AbstractContextManager:
+        return self._paused_as(False)
+
+    def pause(self) -> contextlib.AbstractContextManager:
+        return self._paused_as(True)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
