@@ -150,13 +150,15 @@ def run(args) -> int:
         for name in names:
             AUGMENTERS.get(name)  # unknown names fail here, listing the known ones
         params = parse_params(args.params, names)
+        for name in names:  # the constructor's own signature, as a recipe's parameters are checked
+            problem = AUGMENTERS.argument_problem(name, params[name])
+            if problem:
+                key, message = problem
+                raise AugmentCliError(f"augmenter {name}: {key + ': ' if key else ''}{message}")
         sentences = read_sentences(Path(args.input), args.column)
         augmenters = []
         for name in names:
-            try:
-                augmenter = build_augmenter(name, **params[name])
-            except TypeError as exc:
-                raise AugmentCliError(f"augmenter {name}: bad parameters {params[name]} ({exc})") from None
+            augmenter = build_augmenter(name, **params[name])
             augmenter.fit(sentences)
             augmenters.append(augmenter)
         out = Path(args.out)

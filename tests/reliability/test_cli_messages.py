@@ -138,3 +138,15 @@ def test_a_closed_pipe_ends_the_command_quietly(capsys):
     with contextlib.redirect_stdout(ClosedPipe()):
         assert main(["recipes"]) == 0
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(("setting", "message"), [("ratio=x", "ratio: expected a finite number, got 'x'"),
+                                                   ("bogus=1", "bogus: unknown parameter")])
+def test_augment_checks_parameters_against_the_augmenters_signature(tmp_path, capsys, setting, message):
+    """`cselab augment --set` is checked as a recipe's augmenter parameters are (a value of the wrong type
+    was built and failed later, or not at all)."""
+    source = tmp_path / "in.txt"
+    source.write_text("a cat sat on the mat\n")
+    out = tmp_path / "a.jsonl"
+    assert main(["augment", "--aug", "random_crop", "--set", setting, "--in", str(source), "--out", str(out)]) == 2
+    assert f"augmenter random_crop: {message}" in capsys.readouterr().err
