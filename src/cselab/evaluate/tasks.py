@@ -339,10 +339,6 @@ class _FileTask(_Base):
         self.name = f"{self.kind}:{path}"
         self.display = self.path.name
 
-    @classmethod
-    def label(cls, split: str) -> str:
-        return cls.kind
-
     def files(self) -> list[Path]:
         return [self.path]
 
@@ -399,8 +395,8 @@ class ClassificationFile(_FileTask):
 
 def task_class(name: str):
     """The class of a task name (``KIND:PATH`` for a user's file)."""
-    kind, sep, _ = name.partition(":")
-    return FILE_TASKS.get(kind) if sep and kind in FILE_TASKS else TASKS.get(canonical_name(name))
+    name = canonical_name(name)
+    return FILE_TASKS.get(name.partition(":")[0]) if is_file_task(name) else TASKS.get(name)
 
 
 def is_file_task(item: str) -> bool:
@@ -426,8 +422,8 @@ def label(name: str, split: str) -> str:
 
 def canonical_name(name: str) -> str:
     key = name.strip()
-    kind, sep, path = key.partition(":")
-    if sep and kind.lower() in FILE_TASKS:
+    if is_file_task(key):
+        kind, _, path = key.partition(":")
         return f"{kind.lower()}:{path}"
     if key in TASKS:
         return key
