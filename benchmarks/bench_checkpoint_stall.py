@@ -56,9 +56,10 @@ def measure(background: bool, saves: int, model, optimizer, scheduler, directory
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             start = time.perf_counter()
-            writer.wait()  # as saving.save_checkpoint: one host copy at a time
-            writer.save(ckpt.snapshot(directory, step, model, optimizer, scheduler, {"step": step}, {"bench": True},
-                                      backbone=model.backbone, keep=1))
+            writer.wait()  # as saving.Checkpointing.save: one host copy at a time
+            states = {"encoder": model.backbone.state_dict(), "optimizer": {"optimizer": optimizer.state_dict(),
+                                                                            "scheduler": scheduler.state_dict()}}
+            writer.save(ckpt.CheckpointDir(directory).snapshot(states, {"step": step, "bench": True}))
             returned = time.perf_counter()
             writer.wait()
             done = time.perf_counter()

@@ -38,7 +38,7 @@ def collator(recipe: str, corpus: Path, cache: bool):
     import torch
 
     from cselab.config import load_config
-    from cselab.data.collate import StepDataset
+    from cselab.data.step_dataset import StepDataset
     from cselab.train.parts import build_parts
 
     config = load_config(recipe, ["model.name_or_path=minilm", "model.max_seq_len=32", "optim.batch_size=64",
@@ -51,7 +51,7 @@ def sentence_transformers_tokenize():
     """The peer's per-step tokenisation: sentence-transformers' own, for MiniLM at max_seq_length 32."""
     from sentence_transformers import SentenceTransformer
 
-    from cselab.model.encoder import resolve_model_path
+    from cselab.sources import resolve_model_path
 
     peer = SentenceTransformer(resolve_model_path("minilm"), device="cpu")
     peer.max_seq_length = 32
@@ -70,7 +70,7 @@ def fill_time(corpus) -> float:
     from transformers import AutoTokenizer
 
     from cselab.data.token_cache import token_ids
-    from cselab.model.encoder import resolve_model_path
+    from cselab.sources import resolve_model_path
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
     with tempfile.TemporaryDirectory() as cache:

@@ -71,7 +71,7 @@ def recipe_settings(args) -> dict:
     """The recipe's settings, as cselab resolves them with this run's overrides (the single source of
     the model, tokenizer, optimiser and validation fraction both sides use)."""
     from cselab.config import load_config
-    from cselab.model.encoder import resolve_model_path
+    from cselab.sources import resolve_model_path
 
     config = load_config(RECIPE, cselab_overrides(args))
     return {"model_config": dict(config.model.from_config), "tokenizer": resolve_model_path(config.model.name_or_path),
@@ -178,9 +178,9 @@ def cselab_tokens(corpus: Path, settings: dict, args) -> tuple[int, int]:
     each block plus [CLS] and [SEP]. Every block but the training stream's last is max_seq_len."""
     from transformers import AutoTokenizer
 
-    from cselab.data.collate import StepPlan
     from cselab.data.indexed import read_corpus
     from cselab.data.packing import PackedBlocks, block_tokens
+    from cselab.data.plan import StepPlan
     from cselab.data.split import hold_out
     from cselab.data.token_cache import token_ids
 

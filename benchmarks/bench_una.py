@@ -231,7 +231,7 @@ def bench_step_cost(corpus_path: Path, pairs: int, seed: int = 0) -> dict:
     config = load_config("una", [f"data.corpus={corpus_path}"])
     corpus = [line for line in corpus_path.read_text(encoding="utf-8").splitlines() if line.strip()]
     torch.manual_seed(seed)
-    encoder = build_encoder(config)
+    encoder = build_encoder(config.model)
     head = build_head(config.model.projection, encoder.hidden_size, **config.model.projection_params)
     objective = build_objective(config.objective)
     params = [p for p in list(encoder.parameters()) + list(head.parameters()) if p.requires_grad]

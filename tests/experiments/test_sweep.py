@@ -286,7 +286,7 @@ def test_the_base_models_dev_score_is_measured_once_per_base_model(settings, tmp
     trainer = FakeTrainer()
     run_sweep(settings, trainer, FakeEvaluator())
     # the first run measured it (the fake says 50.0); every later run from the same encoder is given it
-    assert trainer.base_dev == [None] + [{"fp32": 50.0}] * 3
+    assert trainer.base_dev == [None] + [{"fp32": {"stsb_dev": 50.0}}] * 3
     cache = json.loads((settings.out / "base-stsb-dev.json").read_text())
     [entry] = cache.values()
     assert entry["fp32"]["measured_by"] == "simcse seed 1"
@@ -297,7 +297,7 @@ def test_the_base_models_dev_score_is_measured_once_per_base_model(settings, tmp
     settings.overrides.append("model.pooler=cls")
     trainer = FakeTrainer()
     run_sweep(settings, trainer, FakeEvaluator())
-    assert trainer.base_dev == [None, {"fp32": 50.0}]
+    assert trainer.base_dev == [None, {"fp32": {"stsb_dev": 50.0}}]
 
 
 def test_a_long_grid_value_gets_a_short_unique_folder():

@@ -19,18 +19,20 @@ def _config(tmp_path, corpus, name: str):
 
 def test_a_known_base_score_replaces_the_evaluation_before_step_one(tmp_path, tiny_corpus, monkeypatch, capsys):
     from cselab.train.loop import train
-    from cselab.train.selection import BestModel
+    from cselab.train.selection import ModelSelection
 
     scored = []
-    original = BestModel.score
-    monkeypatch.setattr(BestModel, "score", lambda self, **kwargs: scored.append(1) or original(self, **kwargs))
-    summary = train(_config(tmp_path, tiny_corpus, "run"), progress=False, base_dev={"fp32": 12.5, "bf16": 1.0})
+    original = ModelSelection.score_base
+    monkeypatch.setattr(ModelSelection, "score_base",
+                        lambda self, **kwargs: scored.append(1) or original(self, **kwargs))
+    summary = train(_config(tmp_path, tiny_corpus, "run"), progress=False,
+                    base_dev={"fp32": {"stsb_dev": 12.5}, "bf16": {"stsb_dev": 1.0}})
     assert summary["base_stsb_dev"] == 12.5
-    assert not scored  # BestModel.score is the evaluation before step 1 (the later ones score through evaluate)
+    assert not scored  # score_base is the evaluation before step 1 (the later ones score through evaluate)
     assert "STS-B dev before training: 12.50 (measured for an earlier run)" in capsys.readouterr().out
     # another precision's score is not this run's: it measures its own
     scored.clear()
-    summary = train(_config(tmp_path, tiny_corpus, "run2"), progress=False, base_dev={"bf16": 1.0})
+    summary = train(_config(tmp_path, tiny_corpus, "run2"), progress=False, base_dev={"bf16": {"stsb_dev": 1.0}})
     assert summary["base_stsb_dev"] != 1.0 and len(scored) == 1
 
 

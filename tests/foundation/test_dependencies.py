@@ -65,9 +65,9 @@ def test_every_name_cselab_imports_from_the_hugging_face_libraries_exists():
 
 
 def test_the_sentence_transformers_modules_save_safetensors():
-    from cselab.model.encoder import _st_modules
+    from cselab.model.files import st_modules
 
-    for module in _st_modules():
+    for module in st_modules():
         assert module.__name__ in ("Dense", "Pooling", "WeightedLayerPooling")
         if module.__name__ != "Pooling":  # Pooling has no weights
             assert "safe_serialization" in inspect.signature(module.save).parameters

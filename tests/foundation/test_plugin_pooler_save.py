@@ -20,7 +20,7 @@ def test_saving_a_plugin_pooler_warns_that_sentence_transformers_pools_otherwise
     monkeypatch.setitem(POOLERS._descriptions, "max", "max over tokens")
     torch.manual_seed(0)
     encoder = SentenceEncoder.from_config(TINY_BERT, "minilm", pooler="max", mlp=False)
-    with caplog.at_level(logging.WARNING, logger="cselab.model.encoder"):
+    with caplog.at_level(logging.WARNING, logger="cselab.model.files"):
         encoder.save(tmp_path / "model")
     assert "pooler 'max' has no sentence-transformers Pooling mode" in caplog.text
     assert json.loads((tmp_path / "model" / "cselab_config.json").read_text())["pooler"] == "max"
@@ -29,6 +29,6 @@ def test_saving_a_plugin_pooler_warns_that_sentence_transformers_pools_otherwise
 def test_the_shipped_poolers_save_without_a_warning(tmp_path, caplog):
     for pooler in POOLERS.names():
         encoder = SentenceEncoder.from_config(TINY_BERT, "minilm", pooler=pooler, mlp=False)
-        with caplog.at_level(logging.WARNING, logger="cselab.model.encoder"):
+        with caplog.at_level(logging.WARNING, logger="cselab.model.files"):
             encoder.save(tmp_path / pooler)
     assert "has no sentence-transformers Pooling mode" not in caplog.text

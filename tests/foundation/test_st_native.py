@@ -119,7 +119,7 @@ def test_a_model_saved_by_an_earlier_version_is_read_at_full_length_with_one_lin
     encoder = SentenceEncoder.from_config(WIDE_BERT, "minilm", pooler="avg", max_seq_len=TRAIN_LENGTH)
     path = encoder.save(tmp_path / "old")
     _as_earlier_save(path, TRAIN_LENGTH)
-    with caplog.at_level(logging.WARNING, logger="cselab.model.encoder"):
+    with caplog.at_level(logging.WARNING, logger="cselab.model.files"):
         old = cselab.load(str(path))
     lines = [r.getMessage() for r in caplog.records if "length it was trained at" in r.getMessage()]
     assert len(lines) == 1 and f"max_seq_length {TRAIN_LENGTH}" in lines[0] and "\n" not in lines[0]
@@ -132,7 +132,7 @@ def test_a_model_saved_by_an_earlier_version_is_read_at_full_length_with_one_lin
     assert json.loads((resaved / "sentence_bert_config.json").read_text())["max_seq_length"] == FULL_LENGTH_CAP
     assert json.loads((resaved / "cselab_config.json").read_text())["max_seq_len"] == TRAIN_LENGTH
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="cselab.model.encoder"):
+    with caplog.at_level(logging.WARNING, logger="cselab.model.files"):
         assert cselab.load(str(resaved)).max_seq_len == FULL_LENGTH_CAP
     assert "length it was trained at" not in caplog.text
 

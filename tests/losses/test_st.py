@@ -25,7 +25,7 @@ def model_dir(tmp_path_factory):
     """A 2-layer, 32-wide BERT with MiniLM's vocabulary, randomly initialised, as a Transformers directory."""
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from cselab.model.encoder import resolve_model_path
+    from cselab.sources import resolve_model_path
 
     path = tmp_path_factory.mktemp("tiny-bert")
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path("minilm"))

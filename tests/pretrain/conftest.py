@@ -19,7 +19,7 @@ def minilm_tokenizer():
     """The tokenizer the recipes use (bert-base-uncased's WordPiece vocabulary)."""
     from transformers import AutoTokenizer
 
-    from cselab.model.encoder import resolve_model_path
+    from cselab.sources import resolve_model_path
 
     return AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
 

@@ -10,6 +10,7 @@ import torch
 
 from cselab.data.split import hold_out
 from cselab.train.parts import build_parts, make_loader
+from cselab.train.process import Process
 from tests.pretrain.conftest import minilm_tokenizer, pretrain_config, write_lines, year_tokens
 
 
@@ -46,7 +47,7 @@ def test_held_out_lines_never_reach_a_training_batch(tmp_path, packing):
     held_out_ids = {year_ids[i] for i in held_out}
     assert 3 <= len(held_out_ids) <= 20
     seen = set()
-    for batch in make_loader(parts, config, 0, 0, 1, torch.device("cpu")):
+    for batch in make_loader(parts, config.train, 0, Process(torch.device("cpu"), config.train.output_dir)):
         seen |= original_ids(batch.masked)
     assert len(seen & set(year_ids)) == len(lines) - len(held_out)  # every training line was read
     assert not seen & held_out_ids

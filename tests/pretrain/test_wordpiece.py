@@ -166,17 +166,17 @@ def test_a_resume_with_another_vocabulary_of_the_same_size_is_refused(tmp_path, 
                                                  "train.eval_steps": 0, "train.keep_checkpoints": 2})
     train(config, progress=False)
     first, last = ckpt.list_checkpoints(out / "checkpoints")
-    recorded = ckpt.read_state(first)["trainer"]["vocabulary_sha256"]
-    assert recorded == ckpt.read_state(last)["trainer"]["vocabulary_sha256"]
+    recorded = ckpt.read_state(first)["components"]["position"]["vocabulary_sha256"]
+    assert recorded == ckpt.read_state(last)["components"]["position"]["vocabulary_sha256"]
     assert recorded == build_parts(config, torch.device("cpu")).vocabulary_sha256  # the vocabulary as trained
     shutil.rmtree(last)
-    edit_checkpoint_state(first, lambda state: state["trainer"].update(vocabulary_sha256="0" * 64))
+    edit_checkpoint_state(first, lambda state: state["components"]["position"].update(vocabulary_sha256="0" * 64))
     with pytest.raises(ConfigError) as error:
         train(config, progress=False)
     message = str(error.value)
     assert message.startswith(f"{first}: was trained with another WordPiece vocabulary") and "\n" not in message
     assert "--no-resume" in message
-    edit_checkpoint_state(first, lambda state: state["trainer"].update(vocabulary_sha256=recorded))
+    edit_checkpoint_state(first, lambda state: state["components"]["position"].update(vocabulary_sha256=recorded))
     assert train(config, progress=False)["finished"]
 
 

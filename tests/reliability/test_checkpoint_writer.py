@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -17,7 +18,7 @@ from safetensors.torch import load_file
 
 from cselab.train import checkpoint as ckpt
 from cselab.train.loop import train
-from cselab.train.saving import SaveSchedule
+from cselab.train.saving import Checkpointing
 from tests.conftest import TINY_BERT
 from tests.reliability.conftest import STEPS, load_config_for, metric_records
 
@@ -53,8 +54,9 @@ def tiny_training_state():
 
 
 def take_snapshot(directory, step, model, optimizer, scheduler):
-    return ckpt.snapshot(directory, step, model, optimizer, scheduler, {"note": [1]}, {"k": 1},
-                         backbone=model[0], keep=2)
+    states = {"weights": model.state_dict(), "optimizer": {"optimizer": optimizer.state_dict(),
+                                                           "scheduler": scheduler.state_dict()}}
+    return ckpt.CheckpointDir(directory, keep=2).snapshot(states, {"step": step, "config": {"k": 1}})
 
 
 def test_snapshot_is_a_copy_training_may_change_the_live_tensors(tmp_path):
@@ -73,7 +75,10 @@ def test_snapshot_is_a_copy_training_may_change_the_live_tensors(tmp_path):
     with torch.no_grad():
         for p in fresh.parameters():
             p.zero_()
-    ckpt.load_checkpoint(path, fresh, fresh_optimizer, fresh_scheduler)
+    saved = ckpt.read_checkpoint(path)
+    fresh.load_state_dict(saved.states["weights"])
+    fresh_optimizer.load_state_dict(saved.states["optimizer"]["optimizer"])
+    assert saved.step == 1 and saved.manifest["config"] == {"k": 1}
     for name, value in fresh.state_dict().items():
         assert torch.equal(value, before[name]), name
     assert torch.equal(fresh_optimizer.state_dict()["state"][0]["exp_avg"], moments)
@@ -90,7 +95,8 @@ def test_digests_come_from_the_written_bytes_not_a_re_read(tmp_path, monkeypatch
     path = ckpt.write_snapshot(snap)
     monkeypatch.undo()
     manifest = json.loads((path / ckpt.MANIFEST).read_text())
-    assert sorted(manifest) == sorted(ckpt.FILES) and ckpt.verify(path)
+    files = ["optimizer.safetensors", "state.json", "weights.safetensors"]
+    assert sorted(manifest) == files and ckpt.verify(path)
 
 
 def test_writer_returns_at_once_and_a_second_save_waits_for_the_first(tmp_path, monkeypatch):
@@ -186,8 +192,8 @@ def test_every_process_follows_the_main_process_clock(monkeypatch):
     the answer is rank 0's, shared at the window."""
     import cselab.train.saving as saving
 
-    config = SimpleNamespace(train=SimpleNamespace(save_steps=0, save_minutes=10.0))
-    other = SaveSchedule(config, SimpleNamespace(main=False, processes=2))
+    train_config = SimpleNamespace(save_steps=0, save_minutes=10.0, keep_checkpoints=1)
+    other = Checkpointing(SimpleNamespace(main=False, processes=2, out_dir=Path("run")), train_config, {}, None)
     asked = []
 
     def rank0_says(answer):
@@ -200,7 +206,7 @@ def test_every_process_follows_the_main_process_clock(monkeypatch):
     assert other.due(step=5, last=False, window=True) is True
     assert asked == [None]  # the non-main process reads no clock of its own
     assert other.due(step=6, last=False, window=False) is False and len(asked) == 1  # no collective off a window
-    main = SaveSchedule(config, SimpleNamespace(main=True, processes=2))
+    main = Checkpointing(SimpleNamespace(main=True, processes=2, out_dir=Path("run")), train_config, {}, None)
     main.last_save -= 601  # its clock is late
     monkeypatch.setattr(saving, "from_main", rank0_says(True))
     assert main.due(step=5, last=False, window=True) is True and asked[-1] is True
@@ -236,4 +242,4 @@ def test_two_processes_save_by_time_at_the_same_steps(tmp_path, corpus_file):
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert checkpoint_steps(out) == [2, 4, 6]
-    assert len(ckpt.read_state(ckpt.list_checkpoints(out / "checkpoints")[-1])["rng_ranks"]) == 2
+    assert len(ckpt.read_state(ckpt.list_checkpoints(out / "checkpoints")[-1])["components"]["rng"]["ranks"]) == 2

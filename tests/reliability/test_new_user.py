@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from cselab.cli import main
-from cselab.config import BUILTIN_CAP, ConfigError, load_config
+from cselab.config import ConfigError, load_config
+from cselab.config.schema import BUILTIN_CAP
 from tests.conftest import TINY_BERT
 
 TINY = {"model.from_config": json.dumps(TINY_BERT), "train.num_workers": "0", "train.device": "cpu",
@@ -269,12 +270,13 @@ def test_the_speed_estimate_leaves_the_evaluation_out():
     from tqdm import tqdm
 
     from cselab.train.metrics import MetricsLog
-    from cselab.train.run_dir import RunState
+    from cselab.train.run_state import LoaderPosition, RunClock
 
     shown = io.StringIO()
     bar = tqdm(total=10, file=shown, mininterval=0)
     bar.update(1)
-    log = MetricsLog(None, RunState(), 1, None, bar)
+    log = MetricsLog(1, LoaderPosition(), RunClock(), None)
+    log.bar = bar
     with log.evaluating("STS-B dev"):
         time.sleep(0.3)
     assert bar.format_dict["elapsed"] < 0.25  # the 0.3 s evaluation is not training time

@@ -11,7 +11,7 @@ import pytest
 from cselab.config import ConfigError
 from cselab.train import checkpoint as ckpt
 from cselab.train.loop import train
-from cselab.train.selection import BEST_MODEL, BestModel
+from cselab.train.selection import BEST_MODEL, Tracked
 from tests.reliability.conftest import (
     CRASHED,
     STEPS,
@@ -39,7 +39,8 @@ def test_crash_then_resume_equals_uninterrupted(tmp_path, corpus_file, reference
     assert_same_weights(model_weights(out_dir), model_weights(reference_run))
     assert_same_metrics(metric_records(out_dir), metric_records(reference_run))
     # wall_seconds covers both invocations: the crashed one's time to its last checkpoint counts too.
-    crashed_part = ckpt.read_state(ckpt.list_checkpoints(out_dir / "checkpoints")[0])["trainer"]["wall_seconds"]
+    crashed_state = ckpt.read_state(ckpt.list_checkpoints(out_dir / "checkpoints")[0])
+    crashed_part = crashed_state["components"]["clock"]["wall_seconds"]
     assert crashed_part > 0 and summary["wall_seconds"] > crashed_part
     # first/final loss come from the checkpointed state, so the summary matches too.
     reference = json.loads((reference_run / "summary.json").read_text())
@@ -134,8 +135,10 @@ def test_no_resume_starts_over_and_forgets_the_old_run(tmp_path, corpus_file, re
 
 def test_checkpoint_holds_no_pickle(reference_run):
     latest = ckpt.latest_valid_checkpoint(reference_run / "checkpoints")
-    assert sorted(p.name for p in latest.iterdir()) == sorted([*ckpt.FILES, ckpt.MANIFEST])
-    for name in ckpt.FILES:
+    names = sorted(p.name for p in latest.iterdir())
+    assert names == sorted([ckpt.MANIFEST, "state.json", "encoder.safetensors", "heads.safetensors",
+                            "optimizer.safetensors", "rng.safetensors"])
+    for name in names:
         head = (latest / name).read_bytes()[:2]
         assert head != b"\x80\x04" and head != b"PK"  # neither a pickle stream nor a torch.save zip
     state = ckpt.read_state(latest)
@@ -163,20 +166,20 @@ def test_best_dev_model_stays_consistent_across_a_crash(tmp_path, corpus_file, s
     crash_step = between[-1]
 
     out_dir = tmp_path / "run"
-    original = BestModel.save
+    original = Tracked.save
 
-    def crashing_save(self, step, score):
-        directory = self.out_dir
-        if step == crash_step:
+    def crashing_save(self, write_model):
+        directory = self.directory
+        if self.step == crash_step:
             if mode == "during_best_save":
                 (directory / BEST_MODEL).unlink(missing_ok=True)
                 (directory / "model.safetensors").write_bytes(b"partial")
                 raise Crash(f"{CRASHED}: killed while writing the best model")
-            original(self, step, score)
+            original(self, write_model)
             raise Crash(f"{CRASHED}: killed right after writing the best model")
-        original(self, step, score)
+        original(self, write_model)
 
-    monkeypatch.setattr(BestModel, "save", crashing_save)
+    monkeypatch.setattr(Tracked, "save", crashing_save)
     with pytest.raises(Exception, match=CRASHED):
         train(load_config_for(corpus_file, out_dir, **extra), progress=False)
     monkeypatch.undo()
@@ -202,7 +205,7 @@ def test_resume_on_a_changed_corpus_is_refused(tmp_path, corpus_file, crash_at, 
     """Same path and settings, different content: the checkpoint's corpus fingerprint catches it."""
     corpus, out_dir = crash_on_a_copy_of_the_corpus(tmp_path, corpus_file, crash_at, monkeypatch)
     corpus.write_text(corpus.read_text().replace("cat", "cow"))
-    with pytest.raises(ConfigError, match=r"corpus.txt: the corpus changed since checkpoint .*step-00000003"):
+    with pytest.raises(ConfigError, match=r"step-00000003: .*corpus.txt: the corpus changed since the checkpoint"):
         train(load_config_for(corpus, out_dir), progress=False)
 
 

@@ -59,7 +59,7 @@ def test_inherit_is_relative_to_the_recipe_file(tmp_path, monkeypatch):
 
 
 def test_only_the_builtin_corpus_is_capped_by_default(tmp_path):
-    from cselab.config import BUILTIN_CAP
+    from cselab.config.schema import BUILTIN_CAP
     from cselab.data.indexed import read_corpus
 
     assert load_config("simcse").data.max_sentences == BUILTIN_CAP  # auto, resolved: what --print-config shows

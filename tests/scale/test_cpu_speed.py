@@ -1,11 +1,11 @@
-"""train/cpu_speed.py: the cheaper dropout is still dropout, and the attention it swaps in is exact."""
+"""speed/cpu.py: the cheaper dropout is still dropout, and the attention it swaps in is exact."""
 import math
 
 import pytest
 import torch
 from torch import nn
 
-from cselab.train.cpu_speed import FastDropout, fast_dropout, reuse_freed_memory, use_fast_dropout
+from cselab.speed.cpu import FastDropout, fast_dropout, reuse_freed_memory, use_fast_dropout
 
 
 def test_fast_dropout_keeps_each_element_with_probability_one_minus_p():

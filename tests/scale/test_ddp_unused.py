@@ -26,7 +26,7 @@ def tiny_mpnet(directory):
     import torch
     from transformers import AutoTokenizer, MPNetConfig, MPNetModel
 
-    from cselab.model.encoder import resolve_model_path
+    from cselab.sources import resolve_model_path
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
     torch.manual_seed(0)

@@ -1,5 +1,5 @@
-"""model/unpadded.py computes the backbone's own function on real tokens only; the persistent
-embedding gradient of train/cpu_speed.py equals nn.Embedding's."""
+"""speed/unpadded.py computes the backbone's own function on real tokens only; the persistent
+embedding gradient of speed/cpu.py equals nn.Embedding's."""
 import copy
 
 import pytest
@@ -7,8 +7,8 @@ import torch
 from torch import nn
 from transformers import BertConfig, BertModel, RobertaConfig, RobertaModel
 
-from cselab.model.unpadded import supports_unpadding, unpadded_forward
-from cselab.train.cpu_speed import PersistentGradEmbedding, use_persistent_embedding_grad
+from cselab.speed.cpu import PersistentGradEmbedding, use_persistent_embedding_grad
+from cselab.speed.unpadded import supports_unpadding, unpadded_forward
 
 SIZES = dict(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
              max_position_embeddings=40)
@@ -173,7 +173,7 @@ def test_padding_row_gets_no_gradient_from_the_lookup():
 
 
 def test_rows_are_rounded_up_so_that_matmul_shapes_repeat():
-    from cselab.model.unpadded import ROW_MULTIPLE, _Positions
+    from cselab.speed.unpadded import ROW_MULTIPLE, _Positions
 
     _, mask = batch(0)  # 28 real tokens of 44 positions
     positions = _Positions(mask)

@@ -129,7 +129,7 @@ def test_compile_with_the_unpadded_forward_compiles_the_forward_that_runs(unpad,
 
     from cselab.config import load_config
     from cselab.model.encoder import SentenceEncoder
-    from cselab.train.parts import speed_up
+    from cselab.speed import speed_up
 
     compile_module = torch.nn.Module.compile
     monkeypatch.setattr(torch.nn.Module, "compile",
@@ -137,7 +137,7 @@ def test_compile_with_the_unpadded_forward_compiles_the_forward_that_runs(unpad,
     config = load_config("simcse", [f"model.from_config={json.dumps(TINY_BERT)}", f"model.unpad={unpad}",
                                     "train.compile=true", f"data.corpus={tiny_corpus}"])
     encoder = SentenceEncoder.from_config(TINY_BERT, "minilm")
-    speed_up(encoder, config, torch.device("cpu"))
+    speed_up(encoder, config.train, config.model, torch.device("cpu"))
     assert not encoder.unpadded
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()

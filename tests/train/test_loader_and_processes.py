@@ -14,7 +14,7 @@ from cselab.config import ConfigError, load_config
 from cselab.train import distributed
 from cselab.train.metrics import SLOW_LOADER, MetricsLog
 from cselab.train.parts import MAX_AUTO_WORKERS, loader_workers
-from cselab.train.run_dir import RunState
+from cselab.train.run_state import LoaderPosition, RunClock
 from cselab.train.steps import StepResult
 from tests.conftest import TINY_BERT
 
@@ -32,9 +32,9 @@ def _config(**train):
 def test_auto_workers_are_the_cores_per_process_on_a_gpu(monkeypatch, cores, local, expected):
     monkeypatch.setattr("os.sched_getaffinity", lambda _pid: set(range(cores)), raising=False)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", local)
-    assert loader_workers(_config(), torch.device("cuda")) == expected
-    assert loader_workers(_config(), torch.device("cpu")) == 0  # workers would take the matmuls' cores
-    assert loader_workers(_config(num_workers=3), torch.device("cuda")) == 3  # a number is kept as it is
+    assert loader_workers(_config().train, torch.device("cuda")) == expected
+    assert loader_workers(_config().train, torch.device("cpu")) == 0  # workers would take the matmuls' cores
+    assert loader_workers(_config(num_workers=3).train, torch.device("cuda")) == 3  # a number is kept as it is
 
 
 class _Throughput:
@@ -57,24 +57,24 @@ def _slow(count: int, seconds: float):
         yield i
 
 
-def _window(log: MetricsLog, state: RunState, batches) -> dict:
+def _window(log: MetricsLog, position: LoaderPosition, batches) -> dict:
     for _ in log.timed(batches):
         time.sleep(0.02)  # the "step"
-        state.step += 1
+        position.step += 1
         log.add(StepResult(torch.tensor(1.0), {}), torch.tensor(1.0), _Batch())
     return log.close_window(1e-5, "advice")
 
 
 def test_loader_wait_is_the_share_of_the_window_spent_waiting_for_batches(caplog):
-    state = RunState()
-    log = MetricsLog(None, state, 3, _Throughput())
+    state, clock = LoaderPosition(), RunClock()
+    log = MetricsLog(3, state, clock, _Throughput())
     with log, caplog.at_level(logging.WARNING, logger="cselab.train"):
         log.restart_window()
         fast = _window(log, state, range(3))
         assert fast["loader_wait"] < 0.1
         slow = _window(log, state, _slow(3, 0.06))  # 3/4 of the window waits
         assert 0.5 < slow["loader_wait"] <= 1.0
-        assert state.loader_wait_seconds >= 0.18
+        assert clock.loader_wait_seconds >= 0.18
         again = _window(log, state, _slow(3, 0.06))
     hints = [r.getMessage() for r in caplog.records if "loader_wait" in r.getMessage()]
     assert again["loader_wait"] > SLOW_LOADER
@@ -82,8 +82,8 @@ def test_loader_wait_is_the_share_of_the_window_spent_waiting_for_batches(caplog
 
 
 def test_the_first_window_holds_the_start_up_and_gets_no_hint(caplog):
-    state = RunState()
-    log = MetricsLog(None, state, 3, _Throughput())
+    state = LoaderPosition()
+    log = MetricsLog(3, state, RunClock(), _Throughput())
     with log, caplog.at_level(logging.WARNING, logger="cselab.train"):
         log.restart_window()
         first = _window(log, state, _slow(3, 0.06))

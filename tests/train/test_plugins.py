@@ -9,17 +9,21 @@ import math
 import sys
 
 import pytest
+import torch
 
 from cselab.augment import AUGMENTERS, load_all
 from cselab.config import load_config
 from cselab.evaluate import tasks as task_registry
 from cselab.evaluate.dev import DEV_METRICS
 from cselab.losses import LOSSES
+from cselab.model.heads import HEADS
+from cselab.model.poolers import POOLERS
 from tests.conftest import TINY_BERT
 
 PLUGIN = '''
 """A user's own module: each extension point is a class and its registry decorator, nothing else."""
 import numpy as np
+import torch
 import torch.nn.functional as F
 
 from cselab.augment.base import Augmenter, register_augmenter
@@ -27,8 +31,10 @@ from cselab.evaluate.dev import DEV_METRICS, DevMetric
 from cselab.evaluate.sts import spearman100
 from cselab.evaluate.tasks import _Base, task
 from cselab.losses.base import LOSSES, LossTerm
+from cselab.model.heads import HEADS
+from cselab.model.poolers import POOLERS
 
-SEEN = {"augmented": [], "loss_rows": [], "metric_calls": 0}
+SEEN = {"augmented": [], "loss_rows": [], "metric_calls": 0, "pooled": 0, "heads": []}
 PROBE = ["a cat sits on the mat", "a dog runs in the park", "the sun is bright today", "rain falls at night"]
 
 
@@ -40,6 +46,19 @@ class ReverseWords(Augmenter):
         out = [" ".join(reversed(s.split())) for s in sentences]
         SEEN["augmented"].append(list(zip(sentences, out)))
         return out
+
+
+@POOLERS.register("plugin_max", "the largest value of each dimension over the real tokens")
+def max_pool(hidden_states, mask):
+    SEEN["pooled"] += 1
+    return hidden_states[-1].masked_fill(~mask.bool()[..., None], float("-inf")).amax(dim=1)
+
+
+@HEADS.register("plugin_tanh", "a linear map squashed by tanh")
+def tanh_head(hidden_size, output_size=None):
+    head = torch.nn.Sequential(torch.nn.Linear(hidden_size, output_size or hidden_size), torch.nn.Tanh())
+    SEEN["heads"].append(head)
+    return head
 
 
 @LOSSES.register("plugin_align", "alignment: distance of each anchor to its positive, to a power")
@@ -95,7 +114,7 @@ class Pairs(_Base):
 def plugin(tmp_path, monkeypatch):
     """The module above, imported from tmp_path; every registry it writes to is restored afterwards."""
     load_all()  # the shipped augmenters first: the restored registry must still hold them
-    for registry in (AUGMENTERS, LOSSES, DEV_METRICS, task_registry.TASKS):
+    for registry in (AUGMENTERS, LOSSES, DEV_METRICS, task_registry.TASKS, POOLERS, HEADS):
         monkeypatch.setattr(registry, "_factories", dict(registry._factories))
         monkeypatch.setattr(registry, "_descriptions", dict(registry._descriptions))
     monkeypatch.setattr(task_registry, "_ORDER", list(task_registry._ORDER))
@@ -108,7 +127,8 @@ def plugin(tmp_path, monkeypatch):
     sys.modules.pop("cselab_test_plugin", None)
 
 
-def test_a_plugin_module_adds_an_augmenter_a_loss_a_metric_and_a_task(plugin, tiny_corpus, tmp_path):
+def test_a_plugin_module_adds_an_augmenter_a_loss_a_pooler_a_head_a_metric_and_a_task(plugin, tiny_corpus,
+                                                                                       tmp_path):
     from cselab import load
     from cselab.evaluate.runner import evaluate
     from cselab.train.loop import train
@@ -116,9 +136,9 @@ def test_a_plugin_module_adds_an_augmenter_a_loss_a_metric_and_a_task(plugin, ti
     out = tmp_path / "run"
     config = load_config("simcse", [
         f"model.from_config={json.dumps(TINY_BERT)}", "model.name_or_path=minilm", f"data.corpus={tiny_corpus}",
-        "optim.batch_size=8", "optim.max_steps=2", "train.log_steps=1", "train.eval_steps=1", "train.save_steps=0",
+        "optim.batch_size=8", "optim.max_steps=2", "train.log_steps=1", "train.eval_steps=1", "train.save_steps=2",
         "train.precision=fp32", f"train.output_dir={out}", "train.select_on=[plugin_spread]",
-        "views.positive=plugin_reverse",
+        "views.positive=plugin_reverse", "model.pooler=plugin_max", "model.projection=plugin_tanh",
         "objective=[{name: infonce, temperature: 0.05}, {name: plugin_align, weight: 0.5, power: 3}]"])
     summary = train(config, progress=False)
 
@@ -133,6 +153,13 @@ def test_a_plugin_module_adds_an_augmenter_a_loss_a_metric_and_a_task(plugin, ti
     assert plugin.SEEN["augmented"] and all(after == " ".join(reversed(before.split()))
                                             for batch in plugin.SEEN["augmented"] for before, after in batch)
     assert plugin.SEEN["loss_rows"] == [8, 8]
+    # The plugin pooler pooled every encoding; the plugin head was built once, and its weights are the
+    # checkpoint's (the heads component holds every trainable weight outside the backbone).
+    assert plugin.SEEN["pooled"] >= 4 and len(plugin.SEEN["heads"]) == 1
+    head_weight = plugin.SEEN["heads"][0][0].weight
+    from cselab.train import checkpoint as ckpt
+    saved = ckpt.read_checkpoint(ckpt.list_checkpoints(out / "checkpoints")[-1])
+    assert torch.equal(saved.states["heads"]["tensors"]["1.0.weight"], head_weight.detach())
     # The plugin metric selected the model: evaluated at each step, its best kept in the summary.
     assert plugin.SEEN["metric_calls"] >= 2
     assert summary["best_plugin_spread"] == max(r["plugin_spread"] for r in records if "plugin_spread" in r)

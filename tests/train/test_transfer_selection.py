@@ -16,7 +16,7 @@ from cselab.evaluate.formats import MissingDataError
 from cselab.model.encoder import SentenceEncoder
 from cselab.train import checkpoint as ckpt
 from cselab.train.loop import train
-from cselab.train.selection import BEST_MODEL, BestModel, KeptModel
+from cselab.train.selection import BEST_MODEL, ModelSelection, Tracked
 from tests.evaluate.senteval_files import make_senteval
 from tests.reliability.conftest import (
     CRASHED,
@@ -80,13 +80,13 @@ def scripted_transfer(monkeypatch):
     """transfer_dev follows a table of values by step, so the test knows where the best models are."""
     def use(table):
         step = {}
-        evaluate = BestModel.evaluate
+        evaluate = ModelSelection.evaluate
 
         def evaluate_at(self, at):
             step["now"] = at
             return evaluate(self, at)
 
-        monkeypatch.setattr(BestModel, "evaluate", evaluate_at)
+        monkeypatch.setattr(ModelSelection, "evaluate", evaluate_at)
         monkeypatch.setattr(TransferDev, "scores", lambda self, encode: {"transfer_dev": table[step["now"]]})
     return use
 
@@ -103,10 +103,10 @@ def test_resume_keeps_the_transfer_best_model_exact(tmp_path, tiny_corpus, sente
     expected = train(config_for(tiny_corpus, reference, senteval), progress=False)
     assert json.loads((reference / KEPT / BEST_MODEL).read_text())["step"] == 6
     out = tmp_path / "run"
-    original = KeptModel.save
+    original = Tracked.save
 
     def crashing_save(self, write_model):
-        if self.step == 6:
+        if self.step == 6 and not self.primary:
             if mode == "during_save":
                 (self.directory / BEST_MODEL).unlink(missing_ok=True)
                 (self.directory / "model.safetensors").write_bytes(b"partial")
@@ -115,10 +115,10 @@ def test_resume_keeps_the_transfer_best_model_exact(tmp_path, tiny_corpus, sente
             raise Crash(f"{CRASHED}: killed right after writing the transfer-best model")
         original(self, write_model)
 
-    monkeypatch.setattr(KeptModel, "save", crashing_save)
+    monkeypatch.setattr(Tracked, "save", crashing_save)
     with pytest.raises(Exception, match=CRASHED):
         train(config_for(tiny_corpus, out, senteval), progress=False)
-    monkeypatch.setattr(KeptModel, "save", original)
+    monkeypatch.setattr(Tracked, "save", original)
     assert [ckpt.checkpoint_step(p) for p in ckpt.list_checkpoints(out / "checkpoints")] == [4]
     with caplog.at_level(logging.WARNING, logger="cselab.train.selection"):
         summary = train(config_for(tiny_corpus, out, senteval), progress=False)
@@ -132,8 +132,8 @@ def test_resume_keeps_the_transfer_best_model_exact(tmp_path, tiny_corpus, sente
     assert_same_metrics(metric_records(out), metric_records(reference))
     for key in ("best_transfer_dev", "best_transfer_dev_step", "best_step", "best_stsb_dev"):
         assert summary[key] == expected[key]
-    state = ckpt.read_state(ckpt.list_checkpoints(out / "checkpoints")[-1])["trainer"]
-    assert state["kept_best"] == {"transfer_dev": [70.0, 6]}
+    state = ckpt.read_state(ckpt.list_checkpoints(out / "checkpoints")[-1])["components"]["selection"]
+    assert state["best"]["transfer_dev"] == [70.0, 6]
 
 
 def test_missing_sst2_fails_before_the_first_step_in_one_line(tmp_path, tiny_corpus, senteval):

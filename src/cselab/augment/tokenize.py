@@ -136,7 +136,7 @@ def load_splitter(name_or_path: str, placeholders: tuple[str, ...]) -> SubwordSp
 
     path = name_or_path
     if name_or_path == DEFAULT_TOKENIZER:
-        from cselab.model.encoder import resolve_model_path  # the one place that knows where MiniLM lives
+        from cselab.sources import resolve_model_path  # the one place that knows where MiniLM lives
 
         path = resolve_model_path(name_or_path)
     try:

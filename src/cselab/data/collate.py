@@ -1,20 +1,20 @@
-"""Batches: a seeded, resumable order of sentences, and one padded tensor batch per step.
+"""Batches: one padded tensor batch per step.
 
 Every view of a step is tokenised together (dynamic padding) so the encoder runs once per step;
 ``roles`` says which rows are anchors, positives, negatives and label views. An objective with an
 MLM term also gets its masked tokens here, so all per-step data work runs in the loader's workers.
-A packed pre-training run steps through token blocks instead of sentences, with the same plan and
+Which sentences a step takes is the plan's (``data/plan.py``), read by ``data/step_dataset.py``. A
+packed pre-training run steps through token blocks instead of sentences, with the same plan and
 batches (``data/packing.py: PackedCollator``).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 
 from cselab.data.masking import MaskedBatch, MlmMasking
+from cselab.data.step_dataset import StepItem
 from cselab.data.token_cache import SentenceTokenizer
 from cselab.data.views import StepViews, ViewBuilder, step_seed
 from cselab.losses.base import VIEW_ROLES
@@ -52,89 +52,6 @@ class Batch:
             self.masked = MaskedBatch({k: v.pin_memory() for k, v in self.masked.features.items()},
                                       self.masked.positions.pin_memory(), self.masked.labels.pin_memory())
         return self
-
-
-def epoch_order(num_sentences: int, batch_size: int, seed: int, epoch: int,
-                lengths: Sequence[int] | None = None, length_grouping: int = 0,
-                drop_last: bool = False) -> list[np.ndarray]:
-    """The batches of one epoch: a seeded shuffle, the last short batch kept if it has 2+ rows
-    (dropped with ``drop_last``: processes of a multi-process run need equal shares).
-
-    With ``length_grouping = k``, each run of k batches of the shuffle is sorted by length before it
-    is cut into batches, and the batches are shuffled again: less padding, while every batch is
-    still drawn from a random window of k x batch_size sentences (in-batch negatives stay random).
-    """
-    generator = torch.Generator().manual_seed(seed + epoch)
-    order = torch.randperm(num_sentences, generator=generator).numpy().astype(np.int64)
-    if length_grouping > 1 and lengths is not None:
-        window = length_grouping * batch_size
-        for start in range(0, num_sentences, window):
-            part = order[start:start + window]
-            order[start:start + window] = part[np.argsort(np.asarray([lengths[i] for i in part]), kind="stable")]
-    batches = [order[i:i + batch_size] for i in range(0, num_sentences, batch_size)]
-    batches = [b for b in batches if len(b) == batch_size or (len(b) >= 2 and not drop_last)]
-    if length_grouping > 1 and lengths is not None:
-        shuffle = torch.randperm(len(batches), generator=generator).tolist()
-        batches = [batches[i] for i in shuffle]
-    return batches
-
-
-class StepPlan(Sequence[tuple[int, np.ndarray]]):
-    """Every step of a run as (global step, sentence indices), computed an epoch at a time.
-
-    The data position of a run is just the step number, so resuming needs nothing else; only the
-    current epoch's order is held in memory (a few bytes per sentence), whatever the corpus size.
-    """
-
-    def __init__(self, num_sentences: int, batch_size: int, epochs: int, seed: int, max_steps: int | None = None,
-                 lengths: Sequence[int] | None = None, length_grouping: int = 0, drop_last: bool = False):
-        self.args = (num_sentences, batch_size, seed)
-        self.lengths, self.length_grouping, self.drop_last = lengths, length_grouping, drop_last
-        per_epoch = len(self._epoch(0)) if epochs or max_steps else 0
-        self.steps_per_epoch = per_epoch
-        # max_steps, when set, is the run's length whatever ``epochs`` says (as in HF's Trainer):
-        # ``--max-steps 5`` on a corpus of 3 steps an epoch runs into a second epoch.
-        self.total = per_epoch * epochs if max_steps is None or not per_epoch else max_steps
-        self._cached: tuple[int, list[np.ndarray]] | None = None
-
-    def _epoch(self, epoch: int) -> list[np.ndarray]:
-        if getattr(self, "_cached", None) is None or self._cached[0] != epoch:
-            n, b, seed = self.args
-            self._cached = (epoch, epoch_order(n, b, seed, epoch, self.lengths, self.length_grouping, self.drop_last))
-        return self._cached[1]
-
-    def __len__(self) -> int:
-        return self.total
-
-    def __getitem__(self, step: int) -> tuple[int, np.ndarray]:  # type: ignore[override]
-        if not 0 <= step < self.total:
-            raise IndexError(step)
-        epoch, position = divmod(step, self.steps_per_epoch)
-        return step, self._epoch(epoch)[position]
-
-
-# (global step, its sentences[, their corpus line numbers]): a collator's input. Without the line
-# numbers (tests, benchmarks) every row is tokenised.
-StepItem = tuple[int, list[str]] | tuple[int, list[str], np.ndarray]
-
-
-class StepDataset(torch.utils.data.Dataset):
-    """Item k is the k-th remaining step: (global step, its sentences, their line numbers)."""
-
-    def __init__(self, corpus: Sequence[str], plan: StepPlan, start_step: int = 0, rank: int = 0, processes: int = 1):
-        self.corpus = corpus
-        self.plan = plan
-        self.start_step = start_step
-        self.rank, self.processes = rank, processes  # each process takes its share of the global batch
-
-    def __len__(self) -> int:
-        return len(self.plan) - self.start_step
-
-    def __getitem__(self, k: int) -> StepItem:
-        step, indices = self.plan[self.start_step + k]
-        share = len(indices) // self.processes
-        indices = indices[self.rank * share:(self.rank + 1) * share]
-        return step, [self.corpus[int(i)] for i in indices], indices
 
 
 class Collator:

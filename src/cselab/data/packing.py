@@ -9,7 +9,7 @@ continues in the next one, and nothing is dropped. Only the last block (of each 
 ``documents``) may be shorter. With ``documents`` a block never spans two documents (blank lines
 in the corpus file separate them, as in BERT's pre-training data).
 
-A step is ``batch_size`` blocks, chosen by the usual seeded :class:`~cselab.data.collate.StepPlan`
+A step is ``batch_size`` blocks, chosen by the usual seeded :class:`~cselab.data.plan.StepPlan`
 over block numbers: the step number alone is still the data position, so a resumed run reads and
 masks exactly the blocks the interrupted one would have.
 """

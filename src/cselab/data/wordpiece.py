@@ -32,7 +32,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cselab.config import MIN_VOCAB_SIZE
+from cselab.config.validation import MIN_VOCAB_SIZE
 from cselab.data.corpus import corpus_fingerprint
 from cselab.data.indexed import cache_dir, own_part
 from cselab.errors import ConfigError

@@ -82,7 +82,8 @@ def load_model(name_or_path: str, pooler: str = "auto", max_seq_len: int | None 
 
     import cselab
     from cselab.hardware import PRECISIONS, choose_precision
-    from cselab.model.encoder import resolve_model_path, usable_length
+    from cselab.model.encoder import usable_length
+    from cselab.sources import resolve_model_path
 
     if precision not in PRECISIONS:
         raise UnknownNameError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")

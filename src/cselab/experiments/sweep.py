@@ -291,8 +291,7 @@ def base_weights_fingerprint(name_or_path: str) -> str | None:
     """The starting encoder's identity: a local model's files (evaluate's weights_fingerprint: name, size,
     mtime), or a cached Hub model's commit; None when it cannot be told before it is loaded."""
     from cselab.evaluate.models import weights_fingerprint
-    from cselab.model.encoder import resolve_model_path
-    from cselab.sources import hub_cache_commit
+    from cselab.sources import hub_cache_commit, resolve_model_path
 
     try:
         path = Path(resolve_model_path(name_or_path))
@@ -332,10 +331,11 @@ class BaseDevCache:
         self.path = Path(out) / BASE_DEV_FILE
         self.entries = read_json(self.path) or {}
 
-    def known(self, job: Job) -> dict[str, float] | None:
+    def known(self, job: Job) -> dict[str, dict[str, float]] | None:
+        """train()'s ``base_dev``: {precision: {"stsb_dev": score}} for the job's base model, or None."""
         key = base_model_key(job.config)
         entry = self.entries.get(key) if key else None
-        return {precision: item["score"] for precision, item in entry.items()} if entry else None
+        return {precision: {"stsb_dev": item["score"]} for precision, item in entry.items()} if entry else None
 
     def remember(self, job: Job, summary: dict | None) -> None:
         from cselab.experiments.dev_figures import training_precision

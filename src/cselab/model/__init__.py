@@ -1,3 +1,5 @@
-from cselab.model.encoder import POOLERS, SentenceEncoder, resolve_model_path
+from cselab.model.encoder import SentenceEncoder
+from cselab.model.poolers import POOLERS
+from cselab.sources import resolve_model_path
 
 __all__ = ["POOLERS", "SentenceEncoder", "resolve_model_path"]

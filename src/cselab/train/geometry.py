@@ -67,18 +67,28 @@ def _dropout_views(encoder: SentenceEncoder, lines: list[str]):
     return torch.cat(first).numpy(), torch.cat(second).numpy()
 
 
-def base_geometry(config: Config, encoder: SentenceEncoder, corpus: Sequence[str]) -> dict:
-    """The starting encoder's figures (kept in the run state, so a resumed run still has them)."""
-    lines, source = probe_lines(config, corpus)
-    if len(lines) < 2:
-        return {}
-    return {"lines": len(lines), "source": source, **measure(encoder, lines)}
+class GeometryProbe:
+    """The encoder's alignment and uniformity on the probe lines: the starting model's figures are
+    measured before step 1 and kept in checkpoints (its state), so a resumed run still compares."""
 
+    def __init__(self, config: Config, encoder: SentenceEncoder, corpus: Sequence[str]):
+        self.config, self.encoder, self.corpus = config, encoder, corpus
+        self.base: dict = {}
 
-def geometry_summary(config: Config, encoder: SentenceEncoder, corpus: Sequence[str], base: dict) -> dict | None:
-    """Base and trained figures side by side for summary.json; None when the base was not measured."""
-    if not base:
-        return None
-    lines, source = probe_lines(config, corpus)
-    return {"lines": base["lines"], "source": source,
-            "base": {k: base[k] for k in ("alignment", "uniformity")}, "trained": measure(encoder, lines)}
+    def measure_base(self) -> None:
+        lines, source = probe_lines(self.config, self.corpus)
+        self.base = {"lines": len(lines), "source": source, **measure(self.encoder, lines)} if len(lines) > 1 else {}
+
+    def summary(self) -> dict | None:
+        """Base and trained figures side by side for summary.json; None when the base was not measured."""
+        if not self.base:
+            return None
+        lines, source = probe_lines(self.config, self.corpus)
+        return {"lines": self.base["lines"], "source": source,
+                "base": {k: self.base[k] for k in ("alignment", "uniformity")}, "trained": measure(self.encoder, lines)}
+
+    def state_dict(self) -> dict:
+        return {"base": self.base}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.base = state["base"]

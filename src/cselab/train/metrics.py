@@ -21,14 +21,16 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from cselab.data.collate import Batch
 from cselab.errors import TrainingError
-from cselab.train.run_dir import RunState
+from cselab.train.run_state import LoaderPosition, RunClock
 from cselab.train.steps import StepResult
 from cselab.train.throughput import Throughput
 
@@ -42,19 +44,43 @@ def loader_hint(share: float) -> str:
             f"`cselab augment` (read back by the `cached` augmenter) or raise train.num_workers")
 
 
+@dataclass
+class Sinks:
+    """Where a window's record goes: ``metrics.jsonl`` (None: nowhere, on processes other than the main
+    one), a progress bar and ``train.report_to``'s live loggers, each made when the log opens, at the
+    step the run starts from (None: none)."""
+
+    path: Path | None = None
+    bar: Callable[[int], Any] | None = None  # step -> a tqdm bar
+    live: Callable[[int], Any] | None = None  # step -> live_logs.LiveLogs
+
+
 class MetricsLog:
-    def __init__(self, path: Path | None, state: RunState, log_steps: int, throughput: Throughput, bar=None,
-                 live=None):
-        self.path, self.state, self.log_steps = path, state, log_steps
-        self.throughput, self.bar = throughput, bar
-        self.live = live  # train.report_to's loggers (live_logs.LiveLogs), main process only
-        self.file = None
+    """The log windows of ``metrics.jsonl``; its state is the run's first and latest logged loss (the
+    summary's first and final loss)."""
+
+    def __init__(self, log_steps: int, position: LoaderPosition, clock: RunClock, throughput: Throughput,
+                 sinks: Sinks | None = None):
+        self.log_steps, self.position, self.clock, self.throughput = log_steps, position, clock, throughput
+        self.sinks = sinks or Sinks()
+        self.file = self.bar = self.live = None
+        self.first_loss: float | None = None
+        self.last_loss: float | None = None
         self.windows = 0  # windows closed by this invocation (its first one holds the loader's start-up)
         self.hinted = False
         self._reset()
 
+    def state_dict(self) -> dict:
+        return {"first_loss": self.first_loss, "last_loss": self.last_loss}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.first_loss, self.last_loss = state["first_loss"], state["last_loss"]
+
     def __enter__(self) -> MetricsLog:
-        self.file = open(self.path if self.path is not None else os.devnull, "a", encoding="utf-8")
+        step = self.position.step
+        self.file = open(self.sinks.path if self.sinks.path is not None else os.devnull, "a", encoding="utf-8")
+        self.bar = None if self.sinks.bar is None else self.sinks.bar(step)
+        self.live = None if self.sinks.live is None else self.sinks.live(step)
         if self.live is not None:
             self.live.open()
         return self
@@ -86,14 +112,14 @@ class MetricsLog:
             yield batch
 
     def add(self, result: StepResult, grad_norm: torch.Tensor, batch: Batch, overflow_is_fault: bool = True) -> None:
-        """Account the step just finished (``state.step``); no host synchronisation. Without
+        """Account the step just finished (``position.step``); no host synchronisation. Without
         ``overflow_is_fault`` (fp16's scaler skips such updates) a non-finite gradient is no fault."""
         for name, value in {"loss": result.loss, **result.logs, "grad_norm": grad_norm}.items():
             value = value.detach().float()
             self.sums[name] = value if name not in self.sums else self.sums[name] + value
         grad_ok = torch.isfinite(grad_norm) | (not overflow_is_fault)
         kind = torch.where(torch.isfinite(result.loss), torch.where(grad_ok, 0, 2), 1)
-        marked = torch.stack([torch.full_like(kind, self.state.step), kind])
+        marked = torch.stack([torch.full_like(kind, self.position.step), kind])
         if self.bad is None:
             self.bad = torch.where(kind > 0, marked, torch.zeros_like(marked))
         else:
@@ -104,31 +130,30 @@ class MetricsLog:
             self.bar.update(1)
 
     def due(self, last: bool) -> bool:
-        return self.state.step % self.log_steps == 0 or last
+        return self.position.step % self.log_steps == 0 or last
 
     def close_window(self, lr: float, advice: str) -> dict:
         """Read the window back (one transfer), check it was finite, and return its record."""
-        record: dict = {"step": self.state.step, "lr": lr}
+        record: dict = {"step": self.position.step, "lr": lr}
         names = list(self.sums)
         values = torch.cat([torch.stack([self.sums[n] for n in names]), self.bad.float()]).tolist()
         *sums, bad_step, bad_kind = values
         if bad_step:
-            what = "loss" if bad_kind == 1 else "gradient norm"
-            raise TrainingError(f"step {int(bad_step)}: {what} is not finite (found at step {self.state.step}, the end "
-                                f"of its log window); no checkpoint or best model was written after it ({advice})")
+            what, at = "loss" if bad_kind == 1 else "gradient norm", self.position.step
+            raise TrainingError(f"step {int(bad_step)}: {what} is not finite (found at step {at}, the end of its "
+                                f"log window); no checkpoint or best model was written after it ({advice})")
         seconds = time.perf_counter() - self.started
-        self.state.train_seconds += seconds
+        self.clock.trained(seconds, self.waited)
         record.update({n: v / self.steps for n, v in zip(names, sums, strict=True)})
         # The summary's first and final loss are the first and last logged windows: metrics.jsonl's lines.
-        if self.state.first_loss is None:
-            self.state.first_loss = record["loss"]
-        self.state.last_loss = record["loss"]
+        if self.first_loss is None:
+            self.first_loss = record["loss"]
+        self.last_loss = record["loss"]
         record["window_steps"], record["window_seconds"] = self.steps, round(seconds, 4)
         record["loader_wait"] = round(min(self.waited / seconds, 1.0), 4) if seconds > 0 else 0.0
-        self.state.loader_wait_seconds += self.waited
         self.windows += 1
         if self.windows > 1 and record["loader_wait"] > SLOW_LOADER and not self.hinted:
-            log.warning("step %d: %s", self.state.step, loader_hint(record["loader_wait"]))
+            log.warning("step %d: %s", self.position.step, loader_hint(record["loader_wait"]))
             self.hinted = True
         record.update(self.throughput.record(seconds))
         self._reset()

@@ -87,6 +87,17 @@ class OptimizerStep:
     def lr(self) -> float:
         return self.scheduler.get_last_lr()[0]
 
+    def state_dict(self) -> dict:
+        """AdamW's moments and step counts, the schedule's position and (fp16) the loss scale."""
+        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                "scaler": None if self.scaler is None else self.scaler.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        if self.scaler is not None and state["scaler"]:
+            self.scaler.load_state_dict(state["scaler"])
+
     def check_loss_scale(self, step: int) -> None:
         """At a log window (it reads the scale back): fp16's loss scale halves on every step whose
         gradients overflow, and those steps are skipped. Below 1 the gradients overflow fp16 even

@@ -11,23 +11,27 @@ from typing import Any
 import torch
 
 from cselab import citations
-from cselab.config import Config, ModelConfig
-from cselab.data.collate import Collator, StepDataset, StepPlan
+from cselab.config import Config, DataConfig, ModelConfig, TrainConfig, ViewsConfig
+from cselab.data.collate import Collator
 from cselab.data.corpus import CorpusError, CorpusStats
 from cselab.data.indexed import read_corpus
 from cselab.data.masking import MaskedBatch, MlmMasking
 from cselab.data.packing import PackedBlocks, PackedCollator, block_tokens
+from cselab.data.plan import StepPlan
 from cselab.data.split import LineSplit, count_held_out, hold_out, lines_of
+from cselab.data.step_dataset import StepDataset
 from cselab.data.token_cache import SentenceTokenizer, token_ids, tokenizer_fingerprint
 from cselab.data.views import ViewBuilder
 from cselab.data.wordpiece import WordPieceVocabulary, wordpiece_tokenizer
 from cselab.errors import ConfigError
 from cselab.losses import Objective, build_objective
-from cselab.model.encoder import SentenceEncoder, resolve_model_path
+from cselab.model.encoder import SentenceEncoder
 from cselab.model.heads import build_head
 from cselab.model.mlm_head import MlmHead
-from cselab.train.cpu_speed import reuse_freed_memory, use_fast_dropout, use_persistent_embedding_grad
+from cselab.sources import resolve_model_path
+from cselab.speed import speed_up
 from cselab.train.distributed import local_processes
+from cselab.train.process import Process
 from cselab.train.signals import quiet_worker
 from cselab.train.validation import validation_batches
 
@@ -57,16 +61,16 @@ def build_parts(config: Config, device: torch.device, processes: int = 1, rank: 
     log.info("corpus: %s", stats.summary())
     training_lines = lines_of(corpus, split.train)
     views = ViewBuilder(config.views, training_lines, config.train.seed)
-    vocabulary = corpus_vocabulary(config, training_lines, rank)
-    encoder = build_encoder(config, None if vocabulary is None else vocabulary.tokenizer)
+    vocabulary = corpus_vocabulary(config.model, training_lines, rank)
+    encoder = build_encoder(config.model, None if vocabulary is None else vocabulary.tokenizer)
     trained_vocabulary = None if vocabulary is None else tokenizer_fingerprint(vocabulary.tokenizer)  # as trained
     added = encoder.add_special_tokens(views.special_tokens)  # before the optimizer: the vocabulary grows
     if added:
         log.info("added to the vocabulary: %s", ", ".join(added))
     views.use_tokenizer(encoder.tokenizer)  # token-level augmenters (CLEAR's) count the encoder's own tokens
     head = build_head(config.model.projection, encoder.hidden_size, **config.model.projection_params)
-    objective = build_objective(config.objective, term_context(encoder, head, config))
-    check_views_for(objective, config)
+    objective = build_objective(config.objective, term_context(encoder, head, config.views))
+    check_views_for(objective, config.views)
     if any("masked" in term.needs for term in objective.terms):
         encoder.mlm_head = mlm_head(encoder, config.model)
     if not objective.encodes_views:  # MLM alone never runs them: frozen, as DDP stops on a parameter without gradient
@@ -77,33 +81,33 @@ def build_parts(config: Config, device: torch.device, processes: int = 1, rank: 
     methods = [*objective.terms, views.anchor, views.positive, views.negative, *views.labelers]
     encoder.citation = citations.collect(methods, dropout_view=views.positive is None and objective.encodes_views)
     trainable = torch.nn.ModuleList([encoder, head, *objective.terms]).to(device)
-    speed_up(encoder, config, device)
+    speed_up(encoder, config.train, config.model, device)
     rates = next((term.masking for term in objective.terms if "masked" in term.needs), None)
     masking = None if rates is None else MlmMasking(encoder.tokenizer, **rates)
     if config.data.packing:
         check_packing(objective, encoder, config, stats)
-        items, held_out, collator = pack(corpus, split, encoder, config, masking, rank)
+        items, held_out = pack(corpus, split, encoder, config)
+        collator = PackedCollator(encoder.tokenizer, masking, config.train.seed, rank)
     else:
         items, held_out = training_lines, lines_of(corpus, split.validation)
         collator = Collator(encoder.tokenize, views, objective.encodes_views, masking, rank,
                             encode_negatives_twice=objective.encodes_negatives_twice,
-                            cached=sentence_tokenizer(items, encoder, config))
+                            cached=sentence_tokenizer(items, encoder, config.data))
     validation = [] if masking is None else validation_batches(collator, held_out, config.optim.batch_size)
     return RunParts(items, stats, encoder, head, objective, trainable, plan_steps(items, config, processes), collator,
                     validation, [] if vocabulary is None else [vocabulary.note()], trained_vocabulary)
 
 
-def pack(corpus, split: LineSplit, encoder: SentenceEncoder, config: Config, masking: MlmMasking,
-         rank: int) -> tuple[PackedBlocks, PackedBlocks, PackedCollator]:
+def pack(corpus, split: LineSplit, encoder: SentenceEncoder, config: Config) -> tuple[PackedBlocks, PackedBlocks]:
     """Token blocks of the training lines and of the held-out lines (the whole corpus tokenised once,
-    cached), and their collator."""
+    cached)."""
     tokens = token_ids(corpus, encoder.tokenizer)
     size, documents = block_tokens(encoder.tokenizer, config.model.max_seq_len), config.data.document_boundaries
     training = PackedBlocks(tokens, split.train, size, documents=documents == "blank_lines")
     if len(training) < 2:
         raise CorpusError(f"{config.data.corpus}: packing made {len(training)} block of {size} tokens; needs 2")
     held_out = PackedBlocks(tokens, split.validation, size, documents=documents == "blank_lines")
-    return training, held_out, PackedCollator(encoder.tokenizer, masking, config.train.seed, rank)
+    return training, held_out
 
 
 def check_packing(objective: Objective, encoder: SentenceEncoder, config: Config, stats: CorpusStats) -> None:
@@ -121,21 +125,21 @@ def check_packing(objective: Objective, encoder: SentenceEncoder, config: Config
                           "lines out of them (set data.max_sentences: null)")
 
 
-def corpus_vocabulary(config: Config, training_lines, rank: int = 0) -> WordPieceVocabulary | None:
+def corpus_vocabulary(model: ModelConfig, training_lines, rank: int = 0) -> WordPieceVocabulary | None:
     """With ``model.wordpiece_vocab_size``: a WordPiece vocabulary trained on the training lines only
     (never the held-out ones), cached (data/wordpiece.py); None otherwise."""
-    size = config.model.wordpiece_vocab_size
+    size = model.wordpiece_vocab_size
     if size is None:
         return None
-    positions = (config.model.from_config or {}).get("max_position_embeddings")
+    positions = (model.from_config or {}).get("max_position_embeddings")
     positions = positions if isinstance(positions, int) and not isinstance(positions, bool) and positions > 0 else 512
     return wordpiece_tokenizer(training_lines, size, model_max_length=positions, progress=rank == 0)
 
 
-def sentence_tokenizer(lines: Sequence[str], encoder: SentenceEncoder, config: Config) -> SentenceTokenizer | None:
+def sentence_tokenizer(lines: Sequence[str], encoder: SentenceEncoder, data: DataConfig) -> SentenceTokenizer | None:
     """Cached ids for the training lines (data.cache_token_ids), where they rebuild the tokenizer's
     batches exactly."""
-    if not config.data.cache_token_ids:
+    if not data.cache_token_ids:
         return None
     if not SentenceTokenizer.fits(encoder.tokenizer):
         log.warning("data.cache_token_ids: %s pads or truncates on the left, has no pad token or gives "
@@ -145,9 +149,8 @@ def sentence_tokenizer(lines: Sequence[str], encoder: SentenceEncoder, config: C
     return SentenceTokenizer(encoder.tokenizer, encoder.max_seq_len, token_ids(lines, encoder.tokenizer))
 
 
-def build_encoder(config: Config, tokenizer=None) -> SentenceEncoder:
+def build_encoder(m: ModelConfig, tokenizer=None) -> SentenceEncoder:
     """The encoder the config names; ``tokenizer``: one built for a new encoder (model.from_config)."""
-    m = config.model
     mlp = None if m.mlp == "auto" else m.mlp == "true"
     if m.from_config is not None:
         pooler = "cls" if m.pooler == "auto" else m.pooler
@@ -171,7 +174,7 @@ def mlm_head(encoder: SentenceEncoder, model: ModelConfig) -> MlmHead:
     return head
 
 
-def term_context(encoder: SentenceEncoder, head: torch.nn.Module, config: Config) -> dict:
+def term_context(encoder: SentenceEncoder, head: torch.nn.Module, views: ViewsConfig) -> dict:
     """What a term may need to build its own parameters, known before step 1."""
     with torch.no_grad():
         was_training = head.training
@@ -181,40 +184,18 @@ def term_context(encoder: SentenceEncoder, head: torch.nn.Module, config: Config
     backbone_config = encoder.backbone.config
     return {"embedding_size": embedding_size, "hidden_size": encoder.hidden_size,
             "model_type": backbone_config.model_type,
-            "num_labels": len(config.views.label) + 1 if config.views.label else None}
+            "num_labels": len(views.label) + 1 if views.label else None}
 
 
-def check_views_for(objective: Objective, config: Config) -> None:
+def check_views_for(objective: Objective, views: ViewsConfig) -> None:
     """A term that reads label views needs ``views.label``, and its num_labels must fit that list."""
-    labels = len(config.views.label)
+    labels = len(views.label)
     for i, (name, term) in enumerate(zip(objective.names, objective.terms, strict=True)):
         if term.needs & {"label_view", "labels"} and not labels:
             raise ConfigError(f"objective[{i}] ({name}): reads label views; set views.label, a list of augmenters")
         num_labels = term.num_labels
         if labels and num_labels is not None and num_labels != labels + 1:
             raise ConfigError(f"objective[{i}].num_labels: {num_labels} must be len(views.label) + 1 = {labels + 1}")
-
-
-def speed_up(encoder: SentenceEncoder, config: Config, device: torch.device) -> None:
-    """The CPU speed-ups (train/cpu_speed.py), the unpadded forward and torch.compile, as configured."""
-    if config.train.fast_cpu and device.type == "cpu":
-        # Compiled, torch's dropout draws its masks inside inductor's fused kernels; fast_dropout's
-        # in-place random_ would break the graph at every dropout instead.
-        if not config.train.compile:
-            use_fast_dropout(encoder.backbone)
-        reuse_freed_memory()
-        use_persistent_embedding_grad(encoder.backbone)
-    unpad = config.model.unpad == "true" or (config.model.unpad == "auto" and device.type == "cpu")
-    if unpad and config.train.compile:
-        # The unpadded forward runs the backbone's layers itself, past the compiled module's forward:
-        # compiled, nothing would be. torch.compile wins; what it compiles is the padded forward.
-        if config.model.unpad == "true":
-            log.warning("model.unpad=true is off with train.compile=true (torch.compile compiles the padded forward)")
-        unpad = False
-    if unpad and not encoder.use_unpadded() and config.model.unpad == "true":
-        log.warning("model.unpad: %s has no BERT-style layers; it runs padded", type(encoder.backbone).__name__)
-    if config.train.compile:
-        encoder.backbone.compile(dynamic=True)  # in place: parameter names (and checkpoints) unchanged
 
 
 def plan_steps(corpus, config: Config, processes: int = 1) -> StepPlan:
@@ -236,26 +217,28 @@ def plan_steps(corpus, config: Config, processes: int = 1) -> StepPlan:
 MAX_AUTO_WORKERS = 8
 
 
-def loader_workers(config: Config, device: torch.device) -> int:
+def loader_workers(train: TrainConfig, device: torch.device) -> int:
     """``train.num_workers``, or for null (auto): on a GPU, this process's share of the cores it may
     run on (its CPU affinity divided among the run's processes on this machine), less one for the
     training loop itself, at least 1 and at most ``MAX_AUTO_WORKERS``; on a CPU none (workers would
     take cores from the matmuls)."""
-    if config.train.num_workers is not None:
-        return config.train.num_workers
+    if train.num_workers is not None:
+        return train.num_workers
     if device.type != "cuda":
         return 0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(1, min(MAX_AUTO_WORKERS, cores // local_processes() - 1))
 
 
-def make_loader(parts: RunParts, config: Config, start_step: int, rank: int, processes: int,
-                device: torch.device) -> torch.utils.data.DataLoader:
-    workers = loader_workers(config, device)
+def make_loader(parts: RunParts, train: TrainConfig, start_step: int,
+                process: Process) -> torch.utils.data.DataLoader:
+    """Batches from step ``start_step`` on: this process's share of each step of the plan."""
+    device, workers = process.device, loader_workers(train, process.device)
     log.info("data loader: %d worker processes", workers)
     return torch.utils.data.DataLoader(
-        StepDataset(parts.corpus, parts.plan, start_step, rank, processes), batch_size=None, shuffle=False,
+        StepDataset(parts.corpus, parts.plan, start_step, process.rank, process.processes), batch_size=None,
+        shuffle=False,
         collate_fn=parts.collator, num_workers=workers, persistent_workers=False, worker_init_fn=quiet_worker,
         pin_memory=device.type == "cuda", prefetch_factor=4 if workers else None,
         # Its own generator: starting the loader must not draw from the restored dropout RNG.
-        generator=torch.Generator().manual_seed(config.train.seed))
+        generator=torch.Generator().manual_seed(train.seed))

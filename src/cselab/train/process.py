@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from cselab.config import Config
+from cselab.config import TrainConfig
 from cselab.hardware import resolve_device
 from cselab.train.distributed import from_main, join
 from cselab.train.metrics import bars_allowed
@@ -22,31 +21,25 @@ class Process:
     rank: int = 0
     processes: int = 1
     main: bool = True
-    started: float = field(default_factory=time.time)
-    first_step: int = 0  # the step this invocation started from (a resumed run's checkpoint step)
-    wall_before: float = 0.0  # wall time of earlier invocations, up to their last checkpoint
-
-    def wall_seconds(self) -> float:
-        """Wall time of the whole run: earlier invocations (to their last checkpoint) plus this one."""
-        return self.wall_before + time.time() - self.started
+    bars: bool = True  # progress bars wanted (the main process draws them)
 
     @classmethod
-    def start(cls, config: Config) -> Process:
+    def start(cls, train: TrainConfig, bars: bool = True) -> Process:
         """Pick the device, join the other processes (torchrun, or any launcher that sets torch's
         environment variables: ``accelerate launch`` too) and seed."""
         from transformers import set_seed
 
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        device = resolve_device(config.train.device, "train.device")
+        device = resolve_device(train.device, "train.device")
         if device.type == "cuda":
             if device.index is not None:
                 torch.cuda.set_device(device.index)
             # TF32 tensor cores for what runs in fp32 (the loss, fp32 runs): ~8x the fp32 rate, 10-bit mantissa.
             torch.backends.cuda.matmul.allow_tf32 = True
             torch.backends.cudnn.allow_tf32 = True
-        device, rank, processes = join(device, config.train.dist_timeout_minutes)
-        set_seed(config.train.seed)
-        return cls(device, Path(config.train.output_dir), rank, processes, rank == 0)
+        device, rank, processes = join(device, train.dist_timeout_minutes)
+        set_seed(train.seed)
+        return cls(device, Path(train.output_dir), rank, processes, rank == 0, bars)
 
     def seed_per_rank(self, seed: int) -> None:
         """After the model is built (the same initial weights everywhere), each process draws its own
@@ -65,7 +58,7 @@ class Process:
             torch.distributed.barrier()
 
     def progress_bar(self, recipe: str, total: int, initial: int):
-        if not self.main or not bars_allowed():
+        if not (self.main and self.bars) or not bars_allowed():
             return None
         from tqdm.auto import tqdm
 

@@ -1,16 +1,13 @@
-"""A run's output directory: its lock, its resolved config, its resume point and the state a
-checkpoint carries."""
+"""A run's output directory: its lock, its resolved config and its resume point."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import shutil
 import socket
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from cselab.config import Config
@@ -22,40 +19,6 @@ from cselab.train.selection import BEST_MODEL, KEPT_DIR
 RUN_CONFIG = "train_config.json"  # the resolved recipe (config.json is the saved model's own)
 METRICS = "metrics.jsonl"
 LOCK = ".cselab-train.lock"
-
-
-@dataclass
-class RunState:
-    """What a checkpoint's ``state.json`` holds beside the weights: where the run is and how it went."""
-
-    step: int = 0
-    best_dev: float | None = None
-    best_step: int | None = None
-    first_loss: float | None = None
-    last_loss: float | None = None
-    sentences_seen: int = 0
-    train_seconds: float = 0.0
-    corpus_sha256: str | None = None
-    grad_scaler: dict | None = None  # fp16's loss scale and growth tracker
-    precision: str | None = None  # what precision "auto" resolved to: a resumed run keeps it
-    base_dev: float | None = None  # STS-B dev of the model before training (step 0)
-    wall_seconds: float = 0.0  # wall time of the run up to this checkpoint, over every invocation
-    kept_best: dict = field(default_factory=dict)  # train.select_on's further metrics: {metric: [best, step]}
-    vocabulary_sha256: str | None = None  # model.wordpiece_vocab_size: the trained vocabulary's tokenizer_fingerprint
-    loader_wait_seconds: float = 0.0  # of train_seconds, spent waiting for batches (metrics.py: loader_wait)
-    base_geometry: dict = field(default_factory=dict)  # the starting model's alignment/uniformity (geometry.py)
-
-    def advance(self, batch_step: int, sentences: int) -> None:
-        """Account the step just taken (``batch_step`` is 0-based; ``step`` counts the steps done)."""
-        self.step = batch_step + 1
-        self.sentences_seen += sentences
-
-    def trainer_dict(self) -> dict:
-        return {k: v for k, v in dataclasses.asdict(self).items() if k != "step"}
-
-    def restore_scaler(self, scaler) -> None:
-        if scaler is not None and self.grad_scaler:
-            scaler.load_state_dict(self.grad_scaler)
 
 
 @contextlib.contextmanager
@@ -213,30 +176,6 @@ def _open_run(out_dir: Path, config: Config, resume: bool) -> Path | None:
         trim_metrics(out_dir / METRICS, ckpt.checkpoint_step(latest))
     ckpt.write_json_atomic(out_dir / RUN_CONFIG, config.to_dict())
     return latest
-
-
-def resume_state(latest: Path, trainable, optimizer, scheduler, fingerprint: str, corpus: str,
-                 rank: int = 0, vocabulary: str | None = None) -> RunState:
-    """Weights, optimiser, scheduler and (this process's) RNG restored from ``latest``; the run's state.
-    ``vocabulary``: the fingerprint of the WordPiece vocabulary this run trained (or read from its cache)."""
-    check_vocabulary(latest, vocabulary)
-    saved = ckpt.load_checkpoint(latest, trainable, optimizer, scheduler, rank)
-    state = RunState(**{k: v for k, v in saved.items() if k in {f.name for f in dataclasses.fields(RunState)}})
-    if state.corpus_sha256 != fingerprint:
-        raise ConfigError(f"{corpus}: the corpus changed since checkpoint {latest}; restore it, "
-                          f"or pass --no-resume (or another train.output_dir) to start over")
-    return state
-
-
-def check_vocabulary(latest: Path, vocabulary: str | None) -> None:
-    """A trained WordPiece vocabulary must be the one the checkpoint was trained with: a vocabulary
-    trained again (its cache deleted) by another ``tokenizers`` version may differ at the same size.
-    A checkpoint that recorded none (made before the record existed) is not checked."""
-    recorded = (ckpt.read_state(latest).get("trainer") or {}).get("vocabulary_sha256")
-    if recorded is not None and recorded != vocabulary:
-        raise ConfigError(f"{latest}: was trained with another WordPiece vocabulary than this run's (trained again "
-                          f"after its cache was deleted, by another `tokenizers` version?); restore the cached "
-                          f"vocabulary, or pass --no-resume (or another train.output_dir) to start over")
 
 
 def trim_metrics(path: Path, last_step: int) -> None:

@@ -1,32 +1,31 @@
 """When the loop saves (every ``save_steps``, every ``save_minutes`` by the main process's clock, at
-the end, on a signal) and what a save hands the checkpoint writer."""
+the end, on a signal) and what a save hands the checkpoint writer: every component's state."""
 from __future__ import annotations
 
 import time
 
 import torch
 
-from cselab.config import Config
+from cselab.config import TrainConfig
 from cselab.errors import TrainingError
-from cselab.train import checkpoint as ckpt
-from cselab.train.distributed import from_main, gather_objects
-from cselab.train.optimizer import OptimizerStep
-from cselab.train.parts import RunParts
+from cselab.train.checkpoint import CheckpointDir, CheckpointWriter
+from cselab.train.components import RunComponents
+from cselab.train.distributed import from_main
 from cselab.train.process import Process
-from cselab.train.run_dir import RunState
-from cselab.train.selection import BestModel
 
 
-class SaveSchedule:
-    """When a checkpoint is due: every ``train.save_steps`` steps and every ``train.save_minutes``
-    minutes, whichever comes first (0 turns either off), and after the last step when one is on.
+class Checkpointing:
+    """Saves every ``train.save_steps`` steps and every ``train.save_minutes`` minutes, whichever comes
+    first (0 turns either off), and after the last step when one is on.
 
     The clock is read only where a log window closes, by the main process, and its answer is shared
-    with the others (one small collective per window), so every process saves at the same step."""
+    with the others (one small collective per window), so every process saves at the same step.
+    ``manifest``: what describes the run beside its components (its config, its precision)."""
 
-    def __init__(self, config: Config, process: Process):
-        self.steps, self.seconds = config.train.save_steps, config.train.save_minutes * 60
-        self.process = process
+    def __init__(self, process: Process, train: TrainConfig, manifest: dict, writer: CheckpointWriter):
+        self.process, self.manifest, self.writer = process, manifest, writer
+        self.steps, self.seconds = train.save_steps, train.save_minutes * 60
+        self.directory = CheckpointDir(process.out_dir / "checkpoints", train.keep_checkpoints)
         self.last_save = time.monotonic()
 
     def due(self, step: int, last: bool, window: bool) -> bool:
@@ -39,29 +38,20 @@ class SaveSchedule:
         late = time.monotonic() - self.last_save >= self.seconds if self.process.main else None
         return bool(from_main(late))
 
-    def saved(self) -> None:
+    def save(self, run: RunComponents) -> None:
+        """Hand this step's checkpoint to the writer (after the one it may still be writing): the loop
+        waits for the host copy, not for the disk. Every process takes its components' states (the
+        RNG streams' is collective); the main one writes them."""
+        parameters = list(run.heads.trainable.parameters())
+        if not bool(torch.stack([torch.isfinite(p).all() for p in parameters]).all()):
+            raise TrainingError(f"step {run.step}: the weights are no longer finite; no checkpoint written. Resume "
+                                f"from the last good checkpoint in {self.directory.directory} with a lower optim.lr")
+        states = {name: component.state_dict() for name, component in run.by_name().items()}
+        if self.process.main:
+            # The final model saved at this step (best so far, or the last step's) already holds the encoder.
+            saved_model = self.process.out_dir / "model.safetensors"
+            link = {"encoder": saved_model} if run.selection.saved_at(run.step, run.position.last) else None
+            self.writer.wait()  # one host copy at a time: memory stays at one checkpoint's
+            self.writer.save(self.directory.snapshot(states, {"step": run.step, **self.manifest}, link))
+        self.process.barrier()
         self.last_save = time.monotonic()
-
-
-def save_checkpoint(process: Process, parts: RunParts, update: OptimizerStep, state: RunState, selector: BestModel,
-                    config: Config, writer: ckpt.CheckpointWriter) -> None:
-    """Hand this step's checkpoint to ``writer`` (after the one it may still be writing): the loop
-    waits for the host copy, not for the disk. What must be collective happens here, on every process."""
-    parameters = list(parts.trainable.parameters())
-    if not bool(torch.stack([torch.isfinite(p).all() for p in parameters]).all()):
-        raise TrainingError(f"step {state.step}: the weights are no longer finite; no checkpoint written. Resume "
-                            f"from the last good checkpoint in {process.out_dir / 'checkpoints'} with a lower optim.lr")
-    rank_rng = gather_objects(ckpt.rng_state()) if process.processes > 1 else None  # every process's dropout RNG
-    if process.main:
-        state.best_dev, state.best_step = selector.best_dev, selector.best_step
-        state.kept_best = selector.kept_record()
-        state.grad_scaler = None if update.scaler is None else update.scaler.state_dict()
-        state.wall_seconds = process.wall_seconds()
-        # The final model saved at this step (best so far, or the last step's) already holds the encoder.
-        final_now = selector.best_step == state.step or (not selector.selects and state.step == len(parts.plan))
-        writer.wait()  # one host copy at a time: memory stays at one checkpoint's
-        writer.save(ckpt.snapshot(process.out_dir / "checkpoints", state.step, parts.trainable, update.optimizer,
-                                  update.scheduler, state.trainer_dict(), config.to_dict(), rank_rng,
-                                  backbone=parts.encoder.backbone, keep=config.train.keep_checkpoints,
-                                  saved_backbone=process.out_dir / "model.safetensors" if final_now else None))
-    process.barrier()

@@ -1,49 +1,57 @@
 """Model selection as the run configures it: the primary dev metric (the first of ``train.select_on``)
-picks the model in the output directory, each further one keeps its own (``selection.py`` holds the
-models kept); the main process evaluates, the others follow its decision."""
+picks the model in the output directory, each further one keeps its own (``selection.py`` keeps
+them); the main process evaluates, the others follow its decision."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from cselab.config import Config
 from cselab.evaluate.dev import DevMetric, build_metric, find_senteval_dir, metric_class, metric_key
-from cselab.model.encoder import SentenceEncoder
 from cselab.train.distributed import from_main
 from cselab.train.metrics import bars_allowed
+from cselab.train.parts import RunParts
 from cselab.train.process import Process, on_main
-from cselab.train.run_dir import RunState
-from cselab.train.selection import KEPT_DIR, BestModel, KeptModel
+from cselab.train.selection import KEPT_DIR, ModelSelection, Tracked, ValidationLoss
 from cselab.train.validation import ValidationMlm
 
 
-def best_model_selection(process: Process, config: Config, encoder: SentenceEncoder, precision: str,
-                         state: RunState, validation: ValidationMlm | None = None,
-                         mlm_only: bool = False, known_base_dev: float | None = None) -> BestModel:
-    """STS-B dev evaluation on the main process when dev data is found, validation MLM loss when the
-    run holds lines out (it picks the best model of an MLM-only run), the further metrics of
-    ``train.select_on``; the record of a resumed run. ``known_base_dev``: the starting encoder's STS-B
-    dev measured already in these settings (by a sweep, for another run), used instead of scoring it."""
+def model_selection(process: Process, config: Config, parts: RunParts, precision: str,
+                    validation: ValidationMlm | None = None) -> ModelSelection:
+    """The metrics of ``train.select_on`` (the first picks the final model), scored on the main process
+    when their data is found; for an objective of MLM alone with held-out lines, the validation MLM loss
+    picks the model instead (the first of ``train.select_on`` is still scored at each evaluation)."""
     dev_dir, dev = on_main(process, lambda: primary_metric(config), (None, None))
-    selector = BestModel(process.out_dir, dev, encoder, precision, config.train.eval_steps, config.train.select_on[0])
-    selector.attach(validation, mlm_only)  # before reconcile: it reads and writes the marker of this metric
-    if process.main and config.train.eval_steps > 0 and not selector.selects:
-        process.say(f"no {selector.label} data found: the final model is the last step "
+    first = Tracked(config.train.select_on[0], process.out_dir, dev)
+    further = on_main(process, lambda: further_metrics(process, config, dev_dir), [])
+    validation_loss = None if validation is None else ValidationLoss(validation)
+    if not parts.objective.encodes_views and validation_loss is not None:
+        selection = ModelSelection([Tracked(validation_loss.key, process.out_dir, validation_loss), *further],
+                                   parts.encoder, precision, config.train.eval_steps, also=[dev])
+    else:
+        selection = ModelSelection([first, *further], parts.encoder, precision, config.train.eval_steps,
+                                   also=[validation_loss])
+    selection.raw_encoder = not parts.objective.encodes_views
+    selection.base_metric = dev
+    if process.main and config.train.eval_steps > 0 and not selection.selects:
+        process.say(f"no {selection.primary.label} data found: the final model is the last step "
                     "(`cselab data download` fetches it; or set data.dev_dir or $CSELAB_DATA)")
-    selector.kept = on_main(process, lambda: further_metrics(process, config, dev_dir), [])
-    selector.best_dev, selector.best_step = state.best_dev, state.best_step
-    selector.restore_kept(state.kept_best)
-    if process.main and state.step:
-        selector.reconcile(state.step)
-    if dev is not None and state.step == 0:
-        # The starting point, so a run shows what training changed (SimCSE's own tables compare so).
-        if known_base_dev is None or selector.dev_key != "stsb_dev":  # a sweep knows the base's STS-B dev only
-            process.say("evaluating the starting model before training...")
-            state.base_dev = selector.score(progress=process.main and bars_allowed())
-            process.say(f"{dev.label} before training: {state.base_dev:.2f}")
-        else:
-            state.base_dev = known_base_dev
-            process.say(f"{dev.label} before training: {state.base_dev:.2f} (measured for an earlier run)")
-    return selector
+    return selection
+
+
+def score_base(process: Process, selection: ModelSelection, known: dict[str, float] | None) -> None:
+    """The starting point, so a run shows what training changed (SimCSE's own tables compare so):
+    the first metric of ``train.select_on`` before step 1, or ``known[key]``, its value already
+    measured in these settings (by a sweep, for another run)."""
+    metric = selection.base_metric
+    if metric is None:
+        return
+    if known and metric.key in known:
+        selection.base = known[metric.key]
+        process.say(f"{metric.label} before training: {selection.base:.2f} (measured for an earlier run)")
+        return
+    process.say("evaluating the starting model before training...")
+    selection.score_base(progress=process.main and bars_allowed())
+    process.say(f"{metric.label} before training: {selection.base:.2f}")
 
 
 def caller_stops(process: Process, on_evaluation, step: int, record: dict) -> bool:
@@ -65,7 +73,7 @@ def primary_metric(config: Config) -> tuple[Path | None, DevMetric | None]:
     return dev_dir, build_metric(entry, dev_dir)
 
 
-def further_metrics(process: Process, config: Config, dev_dir: Path | None) -> list[KeptModel]:
+def further_metrics(process: Process, config: Config, dev_dir: Path | None) -> list[Tracked]:
     """Each metric of ``train.select_on`` after the first keeps its own best model. Without SentEval
     data (or evaluations) it cannot: a warning says so, and the summary's METRIC_note; SentEval data
     that lacks the metric's own files fails here, before the first step, naming the file."""
@@ -84,5 +92,5 @@ def further_metrics(process: Process, config: Config, dev_dir: Path | None) -> l
             process.say(f"{source.key}: {source.describe()} at every evaluation; its best model goes to {directory}")
         if note:
             process.say(f"warning: train.select_on {entry}: {note}")
-        kept.append(KeptModel(entry, directory, source, note))
+        kept.append(Tracked(entry, directory, source, note))
     return kept

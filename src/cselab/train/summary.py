@@ -5,49 +5,49 @@ import json
 from pathlib import Path
 
 from cselab.config import Config
+from cselab.evaluate.dev import metric_key
 from cselab.hardware import PrecisionChoice
 from cselab.model.card import write_run_cards
-from cselab.train import checkpoint as ckpt
-from cselab.train.geometry import geometry_summary
+from cselab.train.checkpoint import write_json_atomic
+from cselab.train.components import RunComponents
 from cselab.train.metrics import SLOW_LOADER, loader_hint
 from cselab.train.parts import RunParts
 from cselab.train.process import Process
-from cselab.train.run_dir import RunState
-from cselab.train.selection import BestModel
 
 
-def summarize(process: Process, config: Config, parts: RunParts, state: RunState, selector: BestModel,
+def summarize(process: Process, config: Config, parts: RunParts, run: RunComponents,
               precision: PrecisionChoice) -> dict:
     """The run summary (written to summary.json by the main process). Re-running a finished run
     changes nothing: its summary is read back as it was written when it finished."""
-    total = len(parts.plan)
-    if process.first_step >= total and (finished := _finished_summary(process.out_dir / "summary.json")):
+    position, clock, total = run.position, run.clock, len(parts.plan)
+    if position.resumed_from >= total and (finished := _finished_summary(process.out_dir / "summary.json")):
         return finished
+    seconds = clock.train_seconds
     summary = {
         "recipe": config.recipe,
         "output_dir": str(process.out_dir),
-        "finished": state.step >= total,
-        "steps": state.step,
+        "finished": position.step >= total,
+        "steps": position.step,
         "total_steps": total,
         "corpus": parts.corpus_stats.to_dict(),
         "device": str(process.device),
         "precision": precision.to_dict(),
-        "first_loss": state.first_loss,
-        "final_loss": state.last_loss,
-        "geometry": geometry_summary(config, parts.encoder, parts.corpus, state.base_geometry if process.main else {}),
-        f"base_{selector.dev_key}": state.base_dev,  # the first metric before training (base_stsb_dev)
+        "first_loss": run.metrics.first_loss,
+        "final_loss": run.metrics.last_loss,
+        "geometry": run.geometry.summary() if process.main else None,
         "select_on": list(config.train.select_on),
-        **selector.summary(),  # selected_by, best_stsb_dev, best_val_mlm_loss, best_step; best_transfer_dev, ...
-        "train_seconds": round(state.train_seconds, 2),
-        "sentences_per_second": round(state.sentences_seen / state.train_seconds, 2) if state.train_seconds else None,
-        "wall_seconds": round(process.wall_seconds(), 2),
+        # selected_by, best_stsb_dev, best_val_mlm_loss, best_step, base_stsb_dev; best_transfer_dev, ...
+        **run.selection.summary(metric_key(config.train.select_on[0])),
+        "train_seconds": round(seconds, 2),
+        "sentences_per_second": round(position.sentences_seen / seconds, 2) if seconds else None,
+        "wall_seconds": round(clock.wall_seconds(), 2),
         # Share of train_seconds spent waiting for batches (metrics.py); the first window holds the loader's start-up.
-        "loader_wait": round(state.loader_wait_seconds / state.train_seconds, 4) if state.train_seconds else None,
+        "loader_wait": round(clock.loader_wait_seconds / seconds, 4) if seconds else None,
     }
     if summary["loader_wait"] is not None and summary["loader_wait"] > SLOW_LOADER:
         process.say(loader_hint(summary["loader_wait"]))
     if process.main:
-        ckpt.write_json_atomic(process.out_dir / "summary.json", summary)
+        write_json_atomic(process.out_dir / "summary.json", summary)
         write_run_cards(process.out_dir)  # the saved models' cards gain the training cost and the selection
     # Every process leaves together: a launcher stops the others as soon as one exits with a status
     # other than 0 (torchrun does on 3, a run stopped early), which could cut the main one's writing short.

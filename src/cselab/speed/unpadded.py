@@ -15,7 +15,9 @@ spends that share of every linear layer (nearly all of an encoder's FLOPs) on pa
 It uses the backbone's own modules and parameters and computes the same function as its forward
 (``tests/scale/test_unpadded.py``: outputs and gradients); in training only the dropout draws
 differ. Backbones with another layout (relative positions, decoders, other attention modules) are
-not supported: :func:`supports_unpadding` says so and the encoder keeps the padded path.
+not supported, nor transformers releases outside ``compat.TESTED_TRANSFORMERS`` (the layer modules
+it runs by name are transformers' internals): :func:`supports_unpadding` says so and the encoder
+keeps the padded path.
 """
 from __future__ import annotations
 
@@ -23,9 +25,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from cselab.speed.compat import transformers_tested
+
 
 def supports_unpadding(backbone: nn.Module) -> bool:
-    """True for BERT/RoBERTa-style encoders: absolute positions and the standard layer modules."""
+    """True for BERT/RoBERTa-style encoders: absolute positions and the standard layer modules, with
+    a transformers release the unpadded forward was checked on."""
+    if not transformers_tested():
+        return False
     config = getattr(backbone, "config", None)
     if config is None or getattr(config, "is_decoder", False):
         return False

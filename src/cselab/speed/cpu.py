@@ -19,7 +19,9 @@ arithmetic:
   so it is still faulted in every step; :class:`PersistentGradEmbedding` keeps it in one buffer.
 
 All three are switched on by ``train.fast_cpu`` (default on) and only when training on a CPU; a GPU's
-dropout is already fast. Models keep their own modules for saving and inference: only dropout
+dropout is already fast (:func:`cselab.speed.speed_up` decides). The fast dropout is applied only with a
+transformers release of ``compat.TESTED_TRANSFORMERS``: its attention function is one of
+transformers' attention interface. Models keep their own modules for saving and inference: only dropout
 modules are swapped, the attention function chosen by name and the embedding table's class
 changed, none of which is saved.
 """
@@ -32,7 +34,7 @@ import logging
 import torch
 from torch import nn
 
-from cselab.model.masks import always_build
+from cselab.speed.compat import always_build, transformers_tested
 
 log = logging.getLogger(__name__)
 
@@ -115,14 +117,17 @@ def _register_attention() -> None:
     from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
     AttentionInterface.register(ATTENTION_NAME, _attention)
-    # An additive float mask, as _attention adds it; always built (model/masks.py: no read-back).
+    # An additive float mask, as _attention adds it; always built (no read-back: model/masks.py).
     AttentionMaskInterface.register(ATTENTION_NAME, always_build(eager_mask))
 
 
 def use_fast_dropout(backbone: nn.Module) -> int:
     """Swap every ``nn.Dropout`` of a model for :class:`FastDropout` and, where the model chooses its
     attention function by name (transformers' attention interface), use one with fast dropout.
-    Returns how many dropout modules were swapped."""
+    Returns how many dropout modules were swapped: none with a transformers release outside
+    ``compat.TESTED_TRANSFORMERS`` (the model is left as it is)."""
+    if not transformers_tested():
+        return 0
     swapped = 0
     for parent in backbone.modules():
         for name, child in list(parent.named_children()):

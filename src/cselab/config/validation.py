@@ -1,0 +1,211 @@
+"""Validation of a built Config: impossible values, and names checked against the registries below."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from cselab.config.schema import BUILTIN_CAP, CHOICES, MAX_INTEGER, Config, ModelConfig, ViewsConfig
+from cselab.errors import ConfigError
+from cselab.registry import is_finite, shown
+
+
+def validate(config: Config) -> Config:
+    """Reject impossible values; every message names the key and what is allowed."""
+    from cselab.model.poolers import POOLERS
+
+    _check_plain_data(config.to_dict())
+    if config.data.max_sentences == "auto":
+        config.data.max_sentences = BUILTIN_CAP if config.data.corpus.startswith("builtin:") else None
+    for key, allowed in {**CHOICES, "model.pooler": ("auto", *POOLERS.names())}.items():
+        section, name = key.split(".")
+        value = getattr(getattr(config, section), name)
+        if value not in allowed:
+            raise ConfigError(f"{key}: {value!r} is not one of {', '.join(allowed)}")
+    checks = [
+        ("optim.lr", config.optim.lr > 0, "must be > 0"),
+        ("optim.weight_decay", config.optim.weight_decay >= 0, "must be >= 0"),
+        ("optim.warmup_ratio", 0 <= config.optim.warmup_ratio < 1, "must be in [0, 1)"),
+        ("optim.max_grad_norm", config.optim.max_grad_norm >= 0, "must be >= 0 (0 disables clipping)"),
+        ("optim.batch_size", config.optim.batch_size >= 2, "must be >= 2 (in-batch negatives need two sentences)"),
+        ("optim.epochs", 1 <= config.optim.epochs <= 1_000_000, "must be in [1, 1000000]"),
+        ("optim.max_steps", config.optim.max_steps is None or config.optim.max_steps >= 1, "must be >= 1 or null"),
+        ("optim.grad_cache_chunk", config.optim.grad_cache_chunk is None or config.optim.grad_cache_chunk >= 1,
+         "must be >= 1 or null"),
+        ("data.length_grouping", config.data.length_grouping >= 0, "must be >= 0 (0 turns it off)"),
+        ("data.validation_fraction", 0 <= config.data.validation_fraction < 0.5, "must be in [0, 0.5)"),
+        ("data.document_boundaries", config.data.document_boundaries == "none" or config.data.packing,
+         "blank_lines applies to packed blocks; set data.packing: true"),
+        ("model.max_seq_len", config.model.max_seq_len >= 4, "must be >= 4"),
+        ("train.eval_steps", config.train.eval_steps >= 0, "must be >= 0 (0 disables evaluation)"),
+        ("train.save_steps", config.train.save_steps >= 0, "must be >= 0 (0 disables checkpoints)"),
+        ("train.save_minutes", is_finite(config.train.save_minutes) and config.train.save_minutes >= 0,
+         "must be a finite number >= 0 (0 = by train.save_steps only)"),
+        ("train.log_steps", config.train.log_steps >= 1, "must be >= 1"),
+        ("train.output_dir", config.train.output_dir.strip() != "", "must not be empty"),
+        ("train.keep_checkpoints", config.train.keep_checkpoints >= 1, "must be >= 1"),
+        ("train.geometry_lines", config.train.geometry_lines == 0 or config.train.geometry_lines >= 2,
+         "must be 0 (off) or >= 2"),
+        ("train.num_workers", config.train.num_workers is None or config.train.num_workers >= 0,
+         "must be >= 0 or null (auto)"),
+        ("train.dist_timeout_minutes", is_finite(config.train.dist_timeout_minutes)
+         and config.train.dist_timeout_minutes > 0, "must be a finite number > 0"),
+        ("train.seed", 0 <= config.train.seed < 2**32, "must be in [0, 2**32)"),
+        ("views.negative_every", config.views.negative_every >= 1, "must be >= 1"),
+        ("views.positive_prob", 0 <= config.views.positive_prob <= 1, "must be in [0, 1]"),
+        ("data.max_sentences", config.data.max_sentences is None or (isinstance(config.data.max_sentences, int)
+                                                                     and config.data.max_sentences >= 2),
+         f"must be >= 2, null (every sentence) or auto, got {shown(config.data.max_sentences)}"),
+    ]
+    for key, ok, message in checks:
+        if not ok:
+            raise ConfigError(f"{key}: {message}")
+    _check_wordpiece(config.model)
+    if not config.objective:
+        raise ConfigError("objective: needs at least one term")
+    for i, term in enumerate(config.objective):
+        if not isinstance(term, dict) or "name" not in term:
+            raise ConfigError(f"objective[{i}]: each term is a mapping with a 'name'")
+        if not isinstance(term["name"], str):
+            raise ConfigError(f"objective[{i}].name: expected a loss name, got {term['name']!r}")
+        weight = term.get("weight", 1.0)
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight < 0:
+            raise ConfigError(f"objective[{i}].weight: must be a finite number >= 0, got {weight!r}")
+    from cselab.hardware import resolve_device
+
+    # A GPU asked for where there is none fails here, before any work.
+    resolve_device(config.train.device, "train.device")
+    _check_report_to(config.train.report_to)
+    _check_select_on(config.train.select_on)
+    _check_names(config)
+    _check_augmenter_params(config.views)
+    # Loss parameters are checked against the loss classes themselves (names, types of the defaults).
+    from cselab.losses import check_objective
+
+    check_objective(config.objective)
+    return config
+
+
+# The smallest model.wordpiece_vocab_size a recipe may ask for (the special tokens, a Latin alphabet
+# and its "##" pieces); the exact floor, the characters of the training lines, is checked once they
+# are read (data/wordpiece.py).
+MIN_VOCAB_SIZE = 64
+
+
+def _check_select_on(names: list) -> None:
+    """Known metrics, each once; the first picks the final model in output_dir. The names and what
+    each takes come from the dev-metric registry itself (``evaluate/dev.py``; imported here, a layer up,
+    so that a new metric is one class there: the module imports nothing of config's or above it)."""
+    from cselab.evaluate.dev import check_select_on
+
+    problem = check_select_on(names)
+    if problem:
+        raise ConfigError(problem)
+
+
+def _check_wordpiece(model: ModelConfig) -> None:
+    """model.wordpiece_vocab_size trains the vocabulary of a new encoder (model.from_config), which
+    then takes its size from it."""
+    size = model.wordpiece_vocab_size
+    if size is None:
+        return
+    if model.from_config is None:
+        raise ConfigError("model.wordpiece_vocab_size: trains the vocabulary of a new encoder; set model.from_config "
+                          "too (a loaded model keeps its own tokenizer)")
+    if size < MIN_VOCAB_SIZE:
+        raise ConfigError(f"model.wordpiece_vocab_size: must be >= {MIN_VOCAB_SIZE} or null (null: the tokenizer of "
+                          f"model.name_or_path), got {size}")
+    if "vocab_size" in model.from_config:
+        raise ConfigError("model.from_config.vocab_size: set by model.wordpiece_vocab_size (the trained vocabulary's "
+                          "size); leave it out")
+
+
+# train.report_to's names -> the module each needs (also its pip package).
+REPORT_TO = {"tensorboard": "tensorboard", "wandb": "wandb", "trackio": "trackio"}
+
+
+def _check_report_to(names: list) -> None:
+    """Known, distinct logger names whose package is installed (found without importing it)."""
+    import importlib.util
+    import sys
+
+    for i, name in enumerate(names):
+        if not isinstance(name, str) or name not in REPORT_TO:
+            raise ConfigError(f"train.report_to[{i}]: unknown logger {shown(name)} (known: {', '.join(REPORT_TO)})")
+        module = REPORT_TO[name]
+        if module not in sys.modules and importlib.util.find_spec(module) is None:
+            raise ConfigError(f"train.report_to[{i}]: {name} needs the {module} package; install it with "
+                              f"`pip install {module}`")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"train.report_to: names each logger once, got {shown(names)}")
+
+
+def _check_augmenter_params(views: ViewsConfig) -> None:
+    """Each augmenter's parameters against its constructor: known names, required ones present, the
+    types of the defaults (a bad value such as a ratio of 5 is left to the augmenter itself)."""
+    roles = [("views.anchor", views.anchor, views.anchor_params, "identity"),
+             ("views.positive", views.positive, views.positive_params, "dropout"),
+             ("views.negative", views.negative, views.negative_params, "none")]
+    for key, name, params, builtin in roles:
+        if name != builtin:
+            _check_params(f"{key}_params", name, params)
+    for name, params in views.label_params.items():
+        if name not in views.label:
+            raise ConfigError(f"views.label_params.{name}: not one of views.label ({', '.join(map(str, views.label))})")
+        if not isinstance(params, dict):
+            raise ConfigError(f"views.label_params.{name}: expected a mapping of parameters, got {shown(params)}")
+        _check_params(f"views.label_params.{name}", name, params)
+    for name in views.label:
+        if name not in views.label_params:
+            _check_params(f"views.label[{name}]", name, {})
+
+
+def _check_params(key: str, name: str, params: dict) -> None:
+    """An augmenter's parameters against its constructor: known names, required ones present, the
+    types of the defaults (``Registry.argument_problem``)."""
+    from cselab.augment import AUGMENTERS
+
+    problem = AUGMENTERS.argument_problem(name, params)
+    if problem:
+        param, message = problem
+        raise ConfigError(f"{key}.{param}: {message}" if param else f"{key}: {message}")
+
+
+def _check_plain_data(value: Any, key: str = "") -> None:
+    """Every value is JSON data, as checkpoints and train_config.json store it: no dates, sets or
+    bytes (YAML tags make them), string mapping keys, finite numbers within 2**53."""
+    if isinstance(value, dict):
+        for name, item in value.items():
+            if not isinstance(name, str):
+                raise ConfigError(f"{key or 'recipe'}: mapping keys must be text, got {shown(name)}")
+            _check_plain_data(item, f"{key}.{name}" if key else name)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_plain_data(item, f"{key}[{i}]")
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not is_finite(value) or (isinstance(value, int) and abs(value) >= MAX_INTEGER):
+            raise ConfigError(f"{key}: {shown(value)} is not a finite number within 2**53")
+    elif not isinstance(value, (str, bool, type(None))):
+        raise ConfigError(f"{key}: a {type(value).__name__} is not a recipe value (quote it to make it text)")
+
+
+def _check_names(config: Config) -> None:
+    """Augmenter and head names must exist (their registries list what is allowed)."""
+    from cselab.model.heads import HEADS
+
+    if config.model.projection not in HEADS:
+        raise ConfigError(f"model.projection: unknown head {config.model.projection!r} "
+                          f"(known: {', '.join(HEADS.names())})")
+    views = config.views
+    named = [("views.anchor", views.anchor, "identity"), ("views.positive", views.positive, "dropout"),
+             ("views.negative", views.negative, "none")] + [(f"views.label[{i}]", n, None)
+                                                            for i, n in enumerate(views.label)]
+    wanted = [(key, name, builtin) for key, name, builtin in named if name != builtin]
+    if not wanted:
+        return
+    from cselab.augment import AUGMENTERS, load_all
+
+    load_all()
+    for key, name, builtin in wanted:
+        if not isinstance(name, str) or name not in AUGMENTERS:
+            allowed = ([builtin] if builtin else []) + AUGMENTERS.names()
+            raise ConfigError(f"{key}: unknown augmenter {name!r} (known: {', '.join(allowed)})")
