@@ -69,6 +69,10 @@ class Registry(Generic[T]):
     def names(self) -> list[str]:
         return sorted(self._factories)
 
+    def in_order(self) -> list[str]:
+        """The names in the order they were registered (where the order means something: view roles)."""
+        return list(self._factories)
+
     def __contains__(self, name: object) -> bool:
         return name in self._factories
 

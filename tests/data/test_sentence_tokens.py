@@ -70,9 +70,9 @@ def test_collator_tokenises_only_the_texts_an_augmenter_changed(tiny_encoder):
     views, cached, recording = recorded_views("una", corpus, tiny_encoder)
     indices = list(range(0, 64, 4))
     sentences = [corpus[i] for i in indices]
-    with_cache = Collator(tiny_encoder.tokenize, views, cached=cached, encode_negatives_twice=True)(
+    with_cache = Collator(tiny_encoder.tokenize, views, cached=cached, reads=frozenset({"negative_positive"}))(
         (0, sentences, indices))
-    without = Collator(tiny_encoder.tokenize, views, encode_negatives_twice=True)((0, sentences))
+    without = Collator(tiny_encoder.tokenize, views, reads=frozenset({"negative_positive"}))((0, sentences))
     assert same(with_cache.features, without.features) and with_cache.roles == without.roles
     changed = [n for n, s in zip(with_cache.views.negatives, sentences, strict=True) if n != s]
     # Both of a negative's views are that one text: each is tokenised once, and nothing else is.
@@ -152,11 +152,10 @@ def test_ids_are_stored_wide_enough_for_the_largest_id(tiny_encoder, tmp_path):
     assert TokenIds(tmp_path, "wide").ids.dtype == "uint32"
 
 
-def test_training_with_and_without_the_cache_is_the_same_run(tiny_corpus, tmp_path):
-    """UNA (cached anchors, new negatives) trained both ways: the same losses; the cache was written."""
+def test_training_with_and_without_the_cache_is_the_same_run(tiny_corpus, tmp_path, monkeypatch):
+    """UNA (cached anchors, new negatives) trained both ways: the same losses; the cache was written
+    (into a cache of this test's own: another test may have cached this corpus already)."""
     import json
-    import os
-    from pathlib import Path
 
     from cselab.train.loop import train
     from tests.conftest import TINY_BERT
@@ -169,8 +168,9 @@ def test_training_with_and_without_the_cache_is_the_same_run(tiny_corpus, tmp_pa
                                   f"data.cache_token_ids={str(cache).lower()}"]), progress=False)
         return [json.loads(line)["loss"] for line in (out / "metrics.jsonl").read_text().splitlines()]
 
-    cache_dir = Path(os.environ["CSELAB_CACHE"]) / "token-ids"
-    def cached_files() -> set[Path]:
+    monkeypatch.setenv("CSELAB_CACHE", str(tmp_path / "cache"))
+    cache_dir = tmp_path / "cache" / "token-ids"
+    def cached_files() -> set:
         return set(cache_dir.glob("*.ids.npy")) if cache_dir.is_dir() else set()
 
     before = cached_files()

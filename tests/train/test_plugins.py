@@ -16,6 +16,7 @@ from cselab.config import load_config
 from cselab.evaluate import tasks as task_registry
 from cselab.evaluate.dev import DEV_METRICS
 from cselab.losses import LOSSES
+from cselab.losses.base import VIEW_ROLES
 from cselab.model.heads import HEADS
 from cselab.model.poolers import POOLERS
 from tests.conftest import TINY_BERT
@@ -30,11 +31,11 @@ from cselab.augment.base import Augmenter, register_augmenter
 from cselab.evaluate.dev import DEV_METRICS, DevMetric
 from cselab.evaluate.sts import spearman100
 from cselab.evaluate.tasks import _Base, task
-from cselab.losses.base import LOSSES, LossTerm
+from cselab.losses.base import LOSSES, LossTerm, register_view_role
 from cselab.model.heads import HEADS
 from cselab.model.poolers import POOLERS
 
-SEEN = {"augmented": [], "loss_rows": [], "metric_calls": 0, "pooled": 0, "heads": []}
+SEEN = {"augmented": [], "loss_rows": [], "metric_calls": 0, "pooled": 0, "heads": [], "sorted": [], "sorted_rows": []}
 PROBE = ["a cat sits on the mat", "a dog runs in the park", "the sun is bright today", "rain falls at night"]
 
 
@@ -59,6 +60,25 @@ def tanh_head(hidden_size, output_size=None):
     head = torch.nn.Sequential(torch.nn.Linear(hidden_size, output_size or hidden_size), torch.nn.Tanh())
     SEEN["heads"].append(head)
     return head
+
+
+@register_view_role("plugin_sorted", "each anchor with its words in alphabetical order, when a term reads it")
+def sorted_words(views, reads):
+    if "plugin_sorted" not in reads:
+        return None
+    texts = [" ".join(sorted(anchor.split())) for anchor in views.anchors]
+    SEEN["sorted"].append(list(zip(views.anchors, texts)))
+    return texts
+
+
+@LOSSES.register("plugin_order", "word order should not matter: each anchor close to its sorted words")
+class OrderInvariance(LossTerm):
+    needs = frozenset({"anchor", "plugin_sorted"})
+
+    def forward(self, inputs):
+        SEEN["sorted_rows"].append(len(inputs.plugin_sorted))
+        loss = (1 - F.cosine_similarity(inputs.anchor.float(), inputs.plugin_sorted.float())).mean()
+        return loss, {"loss": loss.detach()}
 
 
 @LOSSES.register("plugin_align", "alignment: distance of each anchor to its positive, to a power")
@@ -114,7 +134,7 @@ class Pairs(_Base):
 def plugin(tmp_path, monkeypatch):
     """The module above, imported from tmp_path; every registry it writes to is restored afterwards."""
     load_all()  # the shipped augmenters first: the restored registry must still hold them
-    for registry in (AUGMENTERS, LOSSES, DEV_METRICS, task_registry.TASKS, POOLERS, HEADS):
+    for registry in (AUGMENTERS, LOSSES, DEV_METRICS, task_registry.TASKS, POOLERS, HEADS, VIEW_ROLES):
         monkeypatch.setattr(registry, "_factories", dict(registry._factories))
         monkeypatch.setattr(registry, "_descriptions", dict(registry._descriptions))
     monkeypatch.setattr(task_registry, "_ORDER", list(task_registry._ORDER))
@@ -127,8 +147,8 @@ def plugin(tmp_path, monkeypatch):
     sys.modules.pop("cselab_test_plugin", None)
 
 
-def test_a_plugin_module_adds_an_augmenter_a_loss_a_pooler_a_head_a_metric_and_a_task(plugin, tiny_corpus,
-                                                                                       tmp_path):
+def test_a_plugin_module_adds_an_augmenter_a_loss_a_view_role_a_pooler_a_head_a_metric_and_a_task(
+        plugin, tiny_corpus, tmp_path):
     from cselab import load
     from cselab.evaluate.runner import evaluate
     from cselab.train.loop import train
@@ -139,7 +159,8 @@ def test_a_plugin_module_adds_an_augmenter_a_loss_a_pooler_a_head_a_metric_and_a
         "optim.batch_size=8", "optim.max_steps=2", "train.log_steps=1", "train.eval_steps=1", "train.save_steps=2",
         "train.precision=fp32", f"train.output_dir={out}", "train.select_on=[plugin_spread]",
         "views.positive=plugin_reverse", "model.pooler=plugin_max", "model.projection=plugin_tanh",
-        "objective=[{name: infonce, temperature: 0.05}, {name: plugin_align, weight: 0.5, power: 3}]"])
+        "objective=[{name: infonce, temperature: 0.05}, {name: plugin_align, weight: 0.5, power: 3},"
+        " {name: plugin_order, weight: 0.1}]"])
     summary = train(config, progress=False)
 
     assert summary["finished"]
@@ -153,6 +174,12 @@ def test_a_plugin_module_adds_an_augmenter_a_loss_a_pooler_a_head_a_metric_and_a
     assert plugin.SEEN["augmented"] and all(after == " ".join(reversed(before.split()))
                                             for batch in plugin.SEEN["augmented"] for before, after in batch)
     assert plugin.SEEN["loss_rows"] == [8, 8]
+    # The plugin view role: its texts made by the collator from each step's anchors, encoded as rows of the
+    # step and read by the plugin term as inputs.plugin_sorted.
+    assert len(plugin.SEEN["sorted"]) == 2 and all(after == " ".join(sorted(before.split()))
+                                                   for batch in plugin.SEEN["sorted"] for before, after in batch)
+    assert plugin.SEEN["sorted_rows"] == [8, 8]
+    assert all(math.isfinite(record["plugin_order.loss"]) for record in trained)
     # The plugin pooler pooled every encoding; the plugin head was built once, and its weights are the
     # checkpoint's (the heads component holds every trainable weight outside the backbone).
     assert plugin.SEEN["pooled"] >= 4 and len(plugin.SEEN["heads"]) == 1
@@ -171,6 +198,14 @@ def test_a_plugin_module_adds_an_augmenter_a_loss_a_pooler_a_head_a_metric_and_a
     result = evaluate(load(str(out)), data, tasks="plugin_pairs", progress=False)
     assert result["tasks"]["plugin_pairs"]["n"] == 4
     assert -100 <= result["tasks"]["plugin_pairs"]["score"] <= 100
+
+
+def test_a_view_role_named_like_an_input_field_is_refused(plugin):
+    from cselab.losses.base import register_view_role
+
+    for name in ("labels", "masked", "extra", "views"):
+        with pytest.raises(ValueError, match=f"view role {name!r}: the name of a LossInputs attribute"):
+            register_view_role(name, "clashes")
 
 
 def test_a_plugin_loss_with_a_bad_parameter_fails_before_training(plugin):

@@ -9,13 +9,16 @@ import torch
 from cselab.config import load_config
 from cselab.data.collate import Collator
 from cselab.data.views import ViewBuilder
-from cselab.losses.base import VIEW_ROLES, LossInputs
+from cselab.losses.base import VIEW_ROLES as ROLE_REGISTRY
+from cselab.losses.base import LossInputs
+
+VIEW_ROLES = ROLE_REGISTRY.in_order()  # the package's own roles, in the rows' order
 
 
 def test_roles_are_the_marked_fields_in_row_order():
     marked = [f.name for f in dataclasses.fields(LossInputs) if f.metadata.get("view")]
-    assert list(VIEW_ROLES) == marked
-    assert VIEW_ROLES[:2] == ("anchor", "positive")  # the rows every contrastive step has, first
+    assert VIEW_ROLES == marked
+    assert VIEW_ROLES[:2] == ["anchor", "positive"]  # the rows every contrastive step has, first
     assert "labels" not in VIEW_ROLES and "masked" not in VIEW_ROLES  # not encoded rows
 
 
@@ -23,7 +26,7 @@ def test_a_batch_with_every_role_lays_its_rows_out_in_the_declared_order(tiny_en
     config = load_config("simcse", ["views.negative=eda_random_deletion", "views.label=[random_crop, word_repetition]"])
     sentences = ["the cat sat on the mat today", "a dog ran far away from home", "it rained all day long here"]
     batch = Collator(tiny_encoder.tokenize, ViewBuilder(config.views, sentences, seed=0),
-                     encode_negatives_twice=True)((0, sentences))
+                     reads=frozenset({"negative_positive"}))((0, sentences))
     assert list(batch.roles) == list(VIEW_ROLES)  # every role present, in order, rows back to back
     starts = [batch.roles[role].start for role in VIEW_ROLES]
     assert starts == sorted(starts) and batch.roles[VIEW_ROLES[-1]].stop == len(batch.features["input_ids"])
@@ -37,7 +40,7 @@ def test_the_step_hands_each_role_its_rows(tiny_encoder):
     config = load_config("simcse", ["views.negative=eda_random_deletion", "views.label=[random_crop]"])
     sentences = ["the cat sat on the mat today", "a dog ran far away from home"]
     batch = Collator(tiny_encoder.tokenize, ViewBuilder(config.views, sentences, seed=0),
-                     encode_negatives_twice=True)((0, sentences))
+                     reads=frozenset({"negative_positive"}))((0, sentences))
     seen = {}
 
     def objective(inputs):

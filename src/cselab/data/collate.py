@@ -63,12 +63,12 @@ class Collator:
     """
 
     def __init__(self, tokenize, view_builder: ViewBuilder, encode_views: bool = True,
-                 masking: MlmMasking | None = None, rank: int = 0, encode_negatives_twice: bool = False,
+                 masking: MlmMasking | None = None, rank: int = 0, reads: frozenset[str] = frozenset(),
                  cached: SentenceTokenizer | None = None):
         self.tokenize, self.cached = tokenize, cached
         self.view_builder = view_builder
         self.encode_views = encode_views
-        self.encode_negatives_twice = encode_negatives_twice
+        self.reads = reads  # the input fields some term needs or wants: a role only read on demand is made then
         self.masking = masking
         self.masking_role = masking_role(rank)
 
@@ -89,14 +89,8 @@ class Collator:
             views = self.view_builder(step, sentences)
             texts, roles = [], {}
             lines: list[int | None] = []
-            produced = {"anchor": views.anchors,
-                        "positive": views.positives if views.positives is not None else views.anchors,
-                        "negative": views.negatives,
-                        # The negatives again, as their own rows: a second dropout view (UNA's 4N NT-Xent).
-                        "negative_positive": views.negatives if self.encode_negatives_twice else None,
-                        "label_view": views.label_texts}
-            for role in VIEW_ROLES:  # the roles' rows in their declared order (losses/base.py: LossInputs)
-                rows = produced[role]
+            for role in VIEW_ROLES.in_order():  # the roles' rows in their declared order (losses/base.py)
+                rows = VIEW_ROLES.get(role)(views, self.reads)
                 if rows is not None:
                     roles[role] = slice(len(texts), len(texts) + len(rows))
                     texts.extend(rows)

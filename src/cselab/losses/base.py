@@ -10,7 +10,9 @@ the step computes only what some term reads (no contrastive pass for MLM alone).
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 import torch
 from torch import nn
@@ -45,10 +47,10 @@ class LossInputs:
     gets no embeddings at all (the step skips the contrastive forward pass).
     """
 
-    # The view roles: each is rows of the step's encoded batch, in this order (the collator's row
-    # order, data/collate.py). A new role is one field here, marked _VIEW, plus the code that makes its
-    # texts (the collator's rows of it); the step, the gather across processes, the head and the
-    # recipe check read the roles from these fields.
+    # The package's view roles: each is rows of the step's encoded batch, in this order (the collator's
+    # row order, data/collate.py), registered below in VIEW_ROLES with the function giving its texts.
+    # A role from outside the package is registered alone (register_view_role) and lives in `extra`;
+    # the step, the gather across processes, the head and the recipe check iterate over VIEW_ROLES.
     anchor: torch.Tensor | None = field(default=None, metadata=_VIEW)
     positive: torch.Tensor | None = field(default=None, metadata=_VIEW)
     negative: torch.Tensor | None = field(default=None, metadata=_VIEW)
@@ -56,6 +58,27 @@ class LossInputs:
     label_view: torch.Tensor | None = field(default=None, metadata=_VIEW)
     labels: torch.Tensor | None = None  # rows aligned with label_view; gathered across processes like a view
     masked: MaskedTokens | None = None  # per process: the MLM pass is not gathered
+    # The rows of roles added from outside the package (register_view_role), read as inputs.NAME.
+    extra: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def __getattr__(self, name: str):
+        # Only for names that are no field: a role added with register_view_role (None on a step without it).
+        extra = self.__dict__.get("extra") or {}
+        if name in extra:
+            return extra[name]
+        if name in VIEW_ROLES:
+            return None
+        raise AttributeError(f"LossInputs has no field or view role {name!r}")
+
+    def views(self) -> dict[str, torch.Tensor]:
+        """The step's encoded rows by role, in the roles' order, those it has."""
+        return {role: rows for role in VIEW_ROLES.in_order() if (rows := getattr(self, role)) is not None}
+
+    def with_views(self, views: dict[str, torch.Tensor]) -> LossInputs:
+        """A copy with these roles' rows replaced (a field, or a role added with register_view_role)."""
+        own = {role: rows for role, rows in views.items() if role in _FIELD_ROLES}
+        extra = {**self.extra, **{role: rows for role, rows in views.items() if role not in _FIELD_ROLES}}
+        return replace(self, **own, extra=extra)
 
 
 class LossTerm(nn.Module):
@@ -99,8 +122,37 @@ class LossTerm(nn.Module):
 LOSSES: Registry[LossTerm] = Registry("loss")
 
 
-#: The view roles, in the collator's row order: the fields of ``LossInputs`` that are encoded rows.
-VIEW_ROLES = tuple(f.name for f in fields(LossInputs) if f.metadata.get("view"))
+#: The view roles, in the collator's row order (registration order): a role's name and the function
+#: that gives its texts, ``(views, reads) -> list[str] | None``: ``views`` the step's views
+#: (``data/views.py:StepViews``), ``reads`` the input fields some term needs or wants; one text per
+#: anchor, or None on a step without the role. The package's roles are the fields of ``LossInputs``
+#: marked as views; a role added from outside (``@register_view_role``) is read as ``inputs.NAME``.
+VIEW_ROLES: Registry[list[str] | None] = Registry("view role")
+_FIELD_ROLES = tuple(f.name for f in fields(LossInputs) if f.metadata.get("view"))
+
+
+def register_view_role(name: str, description: str) -> Callable:
+    """``@register_view_role("name", "one line")`` on ``texts(views, reads) -> list[str] | None``: a new
+    role of the step's encoded rows (after the package's own, in the order of registration)."""
+    if name in {f.name for f in fields(LossInputs)} - set(_FIELD_ROLES) or hasattr(LossInputs, name):
+        raise ValueError(f"view role {name!r}: the name of a LossInputs attribute")
+    return VIEW_ROLES.register(name, description)
+
+
+def _field_role(name: str, description: str, texts: Callable[[Any, frozenset[str]], list[str] | None]) -> None:
+    assert name in _FIELD_ROLES, name
+    VIEW_ROLES.register(name, description)(texts)
+
+
+_field_role("anchor", "the anchor texts as encoded (augmented when views.anchor is set)", lambda v, reads: v.anchors)
+_field_role("positive", "each anchor's positive; the anchor again (a dropout view) without views.positive",
+            lambda v, reads: v.positives if v.positives is not None else v.anchors)
+_field_role("negative", "each anchor's hard negative, on steps with them", lambda v, reads: v.negatives)
+_field_role("negative_positive", "the hard negatives again: their own dropout view (UNA's 4N NT-Xent), when read",
+            lambda v, reads: v.negatives if "negative_positive" in reads else None)
+_field_role("label_view", "each anchor's augmented text whose type views.label's labels give (AugCSE)",
+            lambda v, reads: v.label_texts)
+assert VIEW_ROLES.in_order() == list(_FIELD_ROLES)  # the fields' order is the rows' order
 
 
 def build_term(name: str, params: dict, context: dict | None = None) -> LossTerm:
@@ -118,8 +170,8 @@ def build_term(name: str, params: dict, context: dict | None = None) -> LossTerm
 
 
 def input_fields() -> tuple[str, ...]:
-    """The fields a term may name in ``needs`` or ``wants``."""
-    return tuple(f.name for f in fields(LossInputs))
+    """The fields a term may name in ``needs`` or ``wants``: those of ``LossInputs`` and every view role."""
+    return tuple(dict.fromkeys([*(f.name for f in fields(LossInputs) if f.name != "extra"), *VIEW_ROLES.in_order()]))
 
 
 class _ScaleGradient(torch.autograd.Function):

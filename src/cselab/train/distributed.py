@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed import _functional_collectives as functional
 
-from cselab.losses.base import VIEW_ROLES, LossInputs
+from cselab.losses.base import LossInputs
 
 
 def world_size() -> int:
@@ -71,9 +71,9 @@ def gather_inputs(inputs: LossInputs) -> LossInputs:
     """The global batch's embeddings and labels by role; the MLM pass stays per process."""
     if world_size() == 1:
         return inputs
-    gathered = {name: None if value is None else gather_with_grad(value)
-                for name, value in ((name, getattr(inputs, name)) for name in (*VIEW_ROLES, "labels"))}
-    return dataclasses.replace(inputs, **gathered)
+    gathered = {role: gather_with_grad(rows) for role, rows in inputs.views().items()}
+    labels = None if inputs.labels is None else gather_with_grad(inputs.labels)
+    return dataclasses.replace(inputs, labels=labels).with_views(gathered)
 
 
 def gather_objects(local: object) -> list:

@@ -91,7 +91,7 @@ def build_parts(config: Config, device: torch.device, processes: int = 1, rank: 
     else:
         items, held_out = training_lines, lines_of(corpus, split.validation)
         collator = Collator(encoder.tokenize, views, objective.encodes_views, masking, rank,
-                            encode_negatives_twice=objective.encodes_negatives_twice,
+                            reads=objective.needs | objective.wants,
                             cached=sentence_tokenizer(items, encoder, config.data))
     validation = [] if masking is None else validation_batches(collator, held_out, config.optim.batch_size)
     return RunParts(items, stats, encoder, head, objective, trainable, plan_steps(items, config, processes), collator,

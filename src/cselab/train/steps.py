@@ -20,7 +20,7 @@ import torch
 from cselab.data.collate import Batch
 from cselab.hardware import autocast
 from cselab.losses import Objective
-from cselab.losses.base import VIEW_ROLES, LossInputs, MaskedTokens
+from cselab.losses.base import LossInputs, MaskedTokens
 from cselab.model.encoder import SentenceEncoder
 from cselab.train.distributed import gather_inputs, world_size
 
@@ -61,11 +61,11 @@ class StepForward(torch.nn.Module):
         """The head over every view's rows at once (one batch for a batch-norm head, as DiffCSE and
         AugCSE call it). The views are concatenated in the collator's row order, so with one process
         the head sees the encoded batch exactly as it came."""
-        names = [name for name in VIEW_ROLES if getattr(inputs, name) is not None]
-        rows = [getattr(inputs, name) for name in names]
+        views = inputs.views()
+        rows = list(views.values())
         with autocast(self.device, self.precision):
             projected = self.head(torch.cat(rows) if len(rows) > 1 else rows[0])
-        return dataclasses.replace(inputs, **dict(zip(names, projected.split([len(r) for r in rows]), strict=True)))
+        return inputs.with_views(dict(zip(views, projected.split([len(r) for r in rows]), strict=True)))
 
     def masked_tokens(self, batch: Batch) -> MaskedTokens | None:
         """The MLM pass: the backbone over the masked tokens, its MLM head at the masked positions."""
@@ -83,9 +83,9 @@ class StepForward(torch.nn.Module):
         """The objective over the step; ``embeddings``: the encoder's vectors of the batch's rows."""
         inputs = LossInputs(masked=self.masked_tokens(batch))
         if embeddings is not None:
-            views = {role: embeddings[batch.roles[role]] for role in VIEW_ROLES if role in batch.roles}
+            views = {role: embeddings[rows] for role, rows in batch.roles.items()}
             labels = None if batch.labels is None else batch.labels.to(self.device, non_blocking=True)
-            inputs = self.project(gather_inputs(dataclasses.replace(inputs, labels=labels, **views)))
+            inputs = self.project(gather_inputs(dataclasses.replace(inputs, labels=labels).with_views(views)))
         return self.objective(inputs)
 
     def features(self, batch: Batch) -> dict[str, torch.Tensor]:
