@@ -1,6 +1,7 @@
 """Extension points from outside the package (docs/architecture.md, "Where to add things"): one module,
-written to a temporary folder and imported, adds an augmenter, a loss term, a selection metric and an
-evaluation task; a recipe composes them, trains two steps, and the trained model is evaluated on the task."""
+written to a temporary folder and imported, adds an augmenter, a loss term, a view role, a pooler, a
+projection head, a selection metric and an evaluation task; a recipe file of the user's own composes
+them, trains two steps, and the trained model is evaluated on the task."""
 from __future__ import annotations
 
 import importlib
@@ -147,20 +148,28 @@ def plugin(tmp_path, monkeypatch):
     sys.modules.pop("cselab_test_plugin", None)
 
 
-def test_a_plugin_module_adds_an_augmenter_a_loss_a_view_role_a_pooler_a_head_a_metric_and_a_task(
+def test_a_plugin_module_and_a_recipe_add_an_augmenter_a_loss_a_view_role_a_pooler_a_head_a_metric_and_a_task(
         plugin, tiny_corpus, tmp_path):
     from cselab import load
     from cselab.evaluate.runner import evaluate
     from cselab.train.loop import train
 
     out = tmp_path / "run"
-    config = load_config("simcse", [
+    # The user's own recipe composes the plugin's parts (a recipe file of their own, inheriting SimCSE's).
+    recipe = tmp_path / "my-method.yaml"
+    recipe.write_text("inherit: simcse\n"
+                      "model: {pooler: plugin_max, projection: plugin_tanh}\n"
+                      "views: {positive: plugin_reverse}\n"
+                      "objective:\n"
+                      "  - {name: infonce, temperature: 0.05}\n"
+                      "  - {name: plugin_align, weight: 0.5, power: 3}\n"
+                      "  - {name: plugin_order, weight: 0.1}\n"
+                      "train: {select_on: [plugin_spread]}\n", encoding="utf-8")
+    config = load_config(str(recipe), [
         f"model.from_config={json.dumps(TINY_BERT)}", "model.name_or_path=minilm", f"data.corpus={tiny_corpus}",
         "optim.batch_size=8", "optim.max_steps=2", "train.log_steps=1", "train.eval_steps=1", "train.save_steps=2",
-        "train.precision=fp32", f"train.output_dir={out}", "train.select_on=[plugin_spread]",
-        "views.positive=plugin_reverse", "model.pooler=plugin_max", "model.projection=plugin_tanh",
-        "objective=[{name: infonce, temperature: 0.05}, {name: plugin_align, weight: 0.5, power: 3},"
-        " {name: plugin_order, weight: 0.1}]"])
+        "train.precision=fp32", f"train.output_dir={out}"])
+    assert config.model.pooler == "plugin_max" and config.objective[2]["name"] == "plugin_order"
     summary = train(config, progress=False)
 
     assert summary["finished"]

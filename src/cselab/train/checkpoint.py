@@ -492,6 +492,8 @@ def restore(components: dict[str, Any], saved: SavedRun) -> None:
         except CselabError as exc:  # the run's data or settings differ: named with the checkpoint
             raise type(exc)(f"{saved.path}: {exc}") from None
         except (RuntimeError, KeyError, ValueError, TypeError, IndexError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            # torch's load_state_dict opens with "Error(s) in loading state_dict for X:"; the cause is next.
+            lines = [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+            first = lines[1] if lines[0].endswith(":") and len(lines) > 1 else lines[0]
             raise CheckpointError(f"{saved.path}: its {name} does not fit this run ({first}); "
                                   f"use --no-resume or another train.output_dir") from None
