@@ -14,8 +14,9 @@ T = TypeVar("T")
 class Registry(Generic[T]):
     """A mapping from a name to a factory, with a one-line description per entry."""
 
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, ordered: bool = False):
         self.kind = kind
+        self.ordered = ordered  # names() in registration order (where the order means something: view roles)
         self._factories: dict[str, Callable[..., T]] = {}
         self._descriptions: dict[str, str] = {}
 
@@ -67,11 +68,7 @@ class Registry(Generic[T]):
         return self._descriptions[name]
 
     def names(self) -> list[str]:
-        return sorted(self._factories)
-
-    def in_order(self) -> list[str]:
-        """The names in the order they were registered (where the order means something: view roles)."""
-        return list(self._factories)
+        return list(self._factories) if self.ordered else sorted(self._factories)
 
     def __contains__(self, name: object) -> bool:
         return name in self._factories

@@ -78,7 +78,7 @@ def test_snapshot_is_a_copy_training_may_change_the_live_tensors(tmp_path):
     saved = ckpt.read_checkpoint(path)
     fresh.load_state_dict(saved.states["weights"])
     fresh_optimizer.load_state_dict(saved.states["optimizer"]["optimizer"])
-    assert saved.step == 1 and saved.manifest["config"] == {"k": 1}
+    assert saved.manifest == {"step": 1, "config": {"k": 1}}
     for name, value in fresh.state_dict().items():
         assert torch.equal(value, before[name]), name
     assert torch.equal(fresh_optimizer.state_dict()["state"][0]["exp_avg"], moments)
@@ -243,3 +243,20 @@ def test_two_processes_save_by_time_at_the_same_steps(tmp_path, corpus_file):
     assert done.returncode == 0, done.stderr[-3000:]
     assert checkpoint_steps(out) == [2, 4, 6]
     assert len(ckpt.read_state(ckpt.list_checkpoints(out / "checkpoints")[-1])["components"]["rng"]["ranks"]) == 2
+
+
+def test_two_processes_evaluate_at_steps_between_log_windows(tmp_path, corpus_file, stsb_dev_dir):
+    """Only the main process has the dev data; an evaluation at a step that closes no log window (3 with
+    log_steps 2) is still every process's decision (the others once waited alone in a collective)."""
+    out = tmp_path / "run"
+    settings = {"model.from_config": json.dumps(TINY_BERT), "optim.batch_size": 4, "train.precision": "fp32",
+                "train.eval_steps": 3, "train.log_steps": 2, "train.save_steps": 0, "train.dist_timeout_minutes": 1,
+                "data.dev_dir": str(stsb_dev_dir)}
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29562",
+               "-m", "cselab.cli", "train", "--corpus", str(corpus_file), "--output-dir", str(out), "--max-steps", "6"]
+    for key, value in settings.items():
+        command += ["--set", f"{key}={value}"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CSELAB_CACHE": str(tmp_path / "cache")}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [r["step"] for r in metric_records(out) if "stsb_dev" in r] == [3, 6]

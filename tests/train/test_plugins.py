@@ -65,8 +65,6 @@ def tanh_head(hidden_size, output_size=None):
 
 @register_view_role("plugin_sorted", "each anchor with its words in alphabetical order, when a term reads it")
 def sorted_words(views, reads):
-    if "plugin_sorted" not in reads:
-        return None
     texts = [" ".join(sorted(anchor.split())) for anchor in views.anchors]
     SEEN["sorted"].append(list(zip(views.anchors, texts)))
     return texts
@@ -207,6 +205,24 @@ def test_a_plugin_module_and_a_recipe_add_an_augmenter_a_loss_a_view_role_a_pool
     result = evaluate(load(str(out)), data, tasks="plugin_pairs", progress=False)
     assert result["tasks"]["plugin_pairs"]["n"] == 4
     assert -100 <= result["tasks"]["plugin_pairs"]["score"] <= 100
+
+
+def test_a_plugin_view_role_is_made_only_where_a_term_reads_it_and_travels_with_the_collator(plugin, tiny_encoder):
+    import pickle
+
+    from cselab.data.collate import Collator
+    from cselab.data.views import ViewBuilder
+
+    sentences = ["a cat sits on the mat", "the dog runs", "birds fly south", "rain falls"]
+    views = ViewBuilder(load_config("simcse").views, sentences, seed=0)
+    assert "plugin_sorted" not in Collator(tiny_encoder.tokenize, views)((0, sentences)).roles
+    reading = Collator(tiny_encoder.tokenize, views, reads=frozenset({"plugin_sorted"}))
+    roles = reading((0, sentences)).roles
+    assert list(roles) == ["anchor", "positive", "plugin_sorted"] and roles["plugin_sorted"] == slice(8, 12)
+    # A data-loader worker started by spawn gets the role's function with the collator (by reference).
+    assert [name for name, _ in pickle.loads(pickle.dumps(reading)).roles] == ["anchor", "positive", "negative",
+                                                                             "negative_positive", "label_view",
+                                                                             "plugin_sorted"]
 
 
 def test_a_view_role_named_like_an_input_field_is_refused(plugin):

@@ -86,10 +86,11 @@ def test_every_gpus_generator_is_saved_and_restored(monkeypatch):
     assert {d: s.tolist() for d, s in restored.items()} == {0: [1, 2], 1: [3, 4]}
 
 
-def test_a_process_without_its_own_rng_state_is_told_so():
+def test_a_checkpoint_of_another_number_of_processes_is_refused_on_every_process():
     state = RngStreams().state_dict()
-    with pytest.raises(KeyError, match="no RNG state of process 1: it was saved by 1 process"):
-        RngStreams(rank=1, processes=2).load_state_dict(state)
+    for rank in (0, 1):  # rank 0 too: it must not carry on alone while the others stop
+        with pytest.raises(ConfigError, match="saved by 1 process, resumed by 2: resume with as many"):
+            RngStreams(rank=rank, processes=2).load_state_dict(state)
 
 
 def test_the_loader_position_refuses_other_data():
@@ -150,3 +151,17 @@ def test_head_weights_missing_from_the_checkpoint_are_an_error():
     other = TiedModel()
     with pytest.raises(KeyError, match="missing weights extra.bias"):
         HeadWeights(other, other.backbone).load_state_dict(state)
+
+
+def test_states_a_checkpoint_cannot_hold_fail_when_taken_not_in_the_writer(tmp_path):
+    directory = ckpt.CheckpointDir(tmp_path)
+    with pytest.raises(ckpt.CheckpointError, match="two tensors at a.b"):
+        directory.snapshot({"m": {"a.b": torch.ones(1), "a": {"b": torch.zeros(1)}}}, {"step": 1})
+    with pytest.raises(TypeError):  # no JSON for a NumPy scalar: raised in the loop, where it was made
+        directory.snapshot({"m": {"x": np.float32(1.0)}}, {"step": 2})
+
+
+def test_a_name_the_sparse_form_would_use_keeps_a_matrix_dense(tmp_path):
+    sparse, other = torch.zeros(8, 2), torch.ones(3)
+    again = round_trip(tmp_path, {"m": {"w": sparse, "w.rows": other}})["m"]
+    assert torch.equal(again["w"], sparse) and torch.equal(again["w.rows"], other)

@@ -12,7 +12,7 @@ from cselab.data.views import ViewBuilder
 from cselab.losses.base import VIEW_ROLES as ROLE_REGISTRY
 from cselab.losses.base import LossInputs
 
-VIEW_ROLES = ROLE_REGISTRY.in_order()  # the package's own roles, in the rows' order
+VIEW_ROLES = ROLE_REGISTRY.names()  # the package's own roles, in the rows' order
 
 
 def test_roles_are_the_marked_fields_in_row_order():

@@ -83,12 +83,6 @@ class Objective(nn.Module):
         """Whether some term reads the contrastive views' embeddings (MLM alone does not)."""
         return bool(self.needs - {"masked"})
 
-    @property
-    def encodes_negatives_twice(self) -> bool:
-        """Whether a step with hard negatives should encode each one twice (two dropout masks) and
-        hand the second encoding over as ``negative_positive`` (UNA's 4N NT-Xent)."""
-        return "negative_positive" in self.wants
-
     def forward(self, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The weighted sum of the terms, and their logs as ``<term>.<key>``."""
         total, logs = None, {}

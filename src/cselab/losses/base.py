@@ -12,7 +12,6 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
 
 import torch
 from torch import nn
@@ -72,7 +71,7 @@ class LossInputs:
 
     def views(self) -> dict[str, torch.Tensor]:
         """The step's encoded rows by role, in the roles' order, those it has."""
-        return {role: rows for role in VIEW_ROLES.in_order() if (rows := getattr(self, role)) is not None}
+        return {role: rows for role in VIEW_ROLES if (rows := getattr(self, role)) is not None}
 
     def with_views(self, views: dict[str, torch.Tensor]) -> LossInputs:
         """A copy with these roles' rows replaced (a field, or a role added with register_view_role)."""
@@ -122,12 +121,14 @@ class LossTerm(nn.Module):
 LOSSES: Registry[LossTerm] = Registry("loss")
 
 
-#: The view roles, in the collator's row order (registration order): a role's name and the function
-#: that gives its texts, ``(views, reads) -> list[str] | None``: ``views`` the step's views
-#: (``data/views.py:StepViews``), ``reads`` the input fields some term needs or wants; one text per
-#: anchor, or None on a step without the role. The package's roles are the fields of ``LossInputs``
-#: marked as views; a role added from outside (``@register_view_role``) is read as ``inputs.NAME``.
-VIEW_ROLES: Registry[list[str] | None] = Registry("view role")
+#: The view roles, in the collator's row order (registration order, also when iterated): a role's
+#: name and the function that gives its texts, ``(views, reads) -> list[str] | None``: ``views`` the
+#: step's views (``data/views.py:StepViews``), ``reads`` the input fields some term needs or wants;
+#: one text per anchor, or None on a step without the role (the same answer on every process: each
+#: role's rows are gathered across processes). The package's roles are the fields of ``LossInputs``
+#: marked as views; a role added from outside (``@register_view_role``) is read as ``inputs.NAME``,
+#: and made only on steps where some term reads it.
+VIEW_ROLES: Registry[list[str] | None] = Registry("view role", ordered=True)
 _FIELD_ROLES = tuple(f.name for f in fields(LossInputs) if f.metadata.get("view"))
 
 
@@ -139,20 +140,39 @@ def register_view_role(name: str, description: str) -> Callable:
     return VIEW_ROLES.register(name, description)
 
 
-def _field_role(name: str, description: str, texts: Callable[[Any, frozenset[str]], list[str] | None]) -> None:
-    assert name in _FIELD_ROLES, name
-    VIEW_ROLES.register(name, description)(texts)
+def is_field_role(name: str) -> bool:
+    """A role of the package (a field of ``LossInputs``), made on every step its views give it."""
+    return name in _FIELD_ROLES
 
 
-_field_role("anchor", "the anchor texts as encoded (augmented when views.anchor is set)", lambda v, reads: v.anchors)
-_field_role("positive", "each anchor's positive; the anchor again (a dropout view) without views.positive",
-            lambda v, reads: v.positives if v.positives is not None else v.anchors)
-_field_role("negative", "each anchor's hard negative, on steps with them", lambda v, reads: v.negatives)
-_field_role("negative_positive", "the hard negatives again: their own dropout view (UNA's 4N NT-Xent), when read",
-            lambda v, reads: v.negatives if "negative_positive" in reads else None)
-_field_role("label_view", "each anchor's augmented text whose type views.label's labels give (AugCSE)",
-            lambda v, reads: v.label_texts)
-assert VIEW_ROLES.in_order() == list(_FIELD_ROLES)  # the fields' order is the rows' order
+# The package's roles, in the fields' order (functions, not lambdas: the collator holding them is
+# pickled into data-loader workers).
+@VIEW_ROLES.register("anchor", "the anchor texts as encoded (augmented when views.anchor is set)")
+def _anchor_texts(views, reads: frozenset[str]) -> list[str]:
+    return views.anchors
+
+
+@VIEW_ROLES.register("positive", "each anchor's positive; the anchor again (a dropout view) without views.positive")
+def _positive_texts(views, reads: frozenset[str]) -> list[str]:
+    return views.positives if views.positives is not None else views.anchors
+
+
+@VIEW_ROLES.register("negative", "each anchor's hard negative, on steps with them")
+def _negative_texts(views, reads: frozenset[str]) -> list[str] | None:
+    return views.negatives
+
+
+@VIEW_ROLES.register("negative_positive", "the hard negatives again, their own dropout view (UNA's 4N NT-Xent)")
+def _negative_again_texts(views, reads: frozenset[str]) -> list[str] | None:
+    return views.negatives if "negative_positive" in reads else None
+
+
+@VIEW_ROLES.register("label_view", "each anchor's augmented text whose type views.label's labels give (AugCSE)")
+def _label_view_texts(views, reads: frozenset[str]) -> list[str] | None:
+    return views.label_texts
+
+
+assert VIEW_ROLES.names() == list(_FIELD_ROLES)  # the fields' order is the rows' order
 
 
 def build_term(name: str, params: dict, context: dict | None = None) -> LossTerm:
@@ -171,7 +191,7 @@ def build_term(name: str, params: dict, context: dict | None = None) -> LossTerm
 
 def input_fields() -> tuple[str, ...]:
     """The fields a term may name in ``needs`` or ``wants``: those of ``LossInputs`` and every view role."""
-    return tuple(dict.fromkeys([*(f.name for f in fields(LossInputs) if f.name != "extra"), *VIEW_ROLES.in_order()]))
+    return tuple(dict.fromkeys([*(f.name for f in fields(LossInputs) if f.name != "extra"), *VIEW_ROLES]))
 
 
 class _ScaleGradient(torch.autograd.Function):

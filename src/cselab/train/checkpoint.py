@@ -1,10 +1,10 @@
 """Resumable checkpoints without pickle: tensors in safetensors, everything else in JSON.
 
 A checkpoint is ``{component name: its state_dict()}`` plus a manifest (the step, the run's config,
-its precision). Each stateful part of a run (the encoder's weights, the other trainable weights, the
-optimiser step, the RNG streams, the loader position, the run clock, the metrics log, model
-selection: ``train/run_state.py``) saves itself with ``state_dict()`` and resumes with
-``load_state_dict()``; a directory ``step-NNNNNNNN`` holds each component's tensors in
+its precision). Each stateful part of a run (``train/components.py``: the loader position, the
+encoder's weights, the other trainable weights, the optimiser step, the RNG streams, the run clock,
+the metrics log, model selection, the starting model's geometry) saves itself with ``state_dict()``
+and resumes with ``load_state_dict()``; a directory ``step-NNNNNNNN`` holds each component's tensors in
 ``NAME.safetensors`` and the rest, with the manifest, in ``state.json``.
 
 Size: the encoder's weights are stored once. When the final model in the output directory was
@@ -117,6 +117,8 @@ def split_tensors(state: Any, path: str = "") -> tuple[Any, dict[str, torch.Tens
         skeleton: dict = {}
         for key, value in state.items():
             skeleton[key], found = split_tensors(value, f"{path}.{key}" if path else str(key))
+            if found.keys() & tensors.keys():  # {"a.b": x, "a": {"b": y}}: both would be stored as a.b
+                raise CheckpointError(f"state {path or '(top)'}: two tensors at {min(found.keys() & tensors.keys())}")
             tensors.update(found)
         if state and all(isinstance(key, int) for key in state):
             return {INT_KEYS: [[key, value] for key, value in skeleton.items()]}, tensors
@@ -150,7 +152,9 @@ def _sparse_rows(tensors: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tens
     indices (``NAME.index``); returns the stored tensors and each such matrix's shape."""
     stored, shapes = {}, {}
     for name, value in tensors.items():
-        if value.dim() == 2 and value.shape[0] and (zero := _zero_rows(value)).float().mean() >= SPARSE_ROWS_FROM:
+        taken = f"{name}.rows" in tensors or f"{name}.index" in tensors  # the names the sparse form would use
+        if (value.dim() == 2 and value.shape[0] and not taken
+                and (zero := _zero_rows(value)).float().mean() >= SPARSE_ROWS_FROM):
             rows = (~zero).nonzero().flatten()
             stored[f"{name}.rows"], stored[f"{name}.index"] = value[rows].contiguous(), rows
             shapes[name] = list(value.shape)
@@ -179,7 +183,6 @@ class Snapshot:
     keep: int
     tensors: dict[str, dict[str, torch.Tensor]]  # component name -> its tensors by path (host copies)
     state: dict  # state.json: the manifest (step, config, precision) and every component's skeleton
-    dense: frozenset[str] = frozenset()  # components stored without sparse rows (a file that can be linked)
 
     @property
     def tmp(self) -> Path:
@@ -204,24 +207,23 @@ class CheckpointDir:
         into the temporary directory now (a best model saved later replaces that file; the link keeps
         these bytes). ``manifest``: ``step`` and what else describes the run (its config, precision).
         The rest is :func:`write_snapshot`'s, in the writer's thread."""
-        snap = Snapshot(self.directory, manifest["step"], self.keep, {}, {}, frozenset(link or {}))
+        snap = Snapshot(self.directory, manifest["step"], self.keep, {}, {})
         self.directory.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(snap.tmp, ignore_errors=True)
         snap.tmp.mkdir()
         skeletons, tensors = {}, {}
         for name, state in states.items():
             skeletons[name], tensors[name] = split_tensors(state)
-        for name, source in (link or {}).items():
-            if not (_same_layout(source, tensors[name]) and _link(source, snap.tmp / f"{name}.safetensors")):
-                snap.dense -= {name}  # written as a copy (and may then keep sparse rows: it is no model file)
-            else:
+        for name, source in (link or {}).items():  # where the link fails, the tensors are written as a copy
+            if _same_layout(source, tensors[name]) and _link(source, snap.tmp / f"{name}.safetensors"):
                 tensors[name] = {}
-        snap.tensors = _host_copies(tensors)
         snap.state = {"format": FORMAT, **manifest, "components": skeletons}
+        json.dumps(snap.state)  # what JSON cannot hold fails here, in the loop, not later in the writer's thread
+        snap.tensors = _host_copies(tensors)
         return snap
 
 
-FORMAT = 2  # state.json's layout: components by name (1: a fixed trainer record, before cselab 0.x's components)
+FORMAT = 2  # state.json's layout: components by name (before it: one fixed record of the trainer's state)
 
 
 def _host_copies(files: dict[str, dict[str, torch.Tensor]]) -> dict[str, dict[str, torch.Tensor]]:
@@ -260,10 +262,9 @@ def write_snapshot(snap: Snapshot) -> Path:
             continue
         if not tensors:
             continue
-        if name not in snap.dense:
-            tensors, sparse = _sparse_rows(tensors)
-            if sparse:
-                state.setdefault(SPARSE, {})[name] = sparse
+        tensors, sparse = _sparse_rows(tensors)
+        if sparse:
+            state.setdefault(SPARSE, {})[name] = sparse
         digests[file] = _write_safetensors(snap.tmp / file, tensors)
     digests["state.json"] = _write_hashed(snap.tmp / "state.json", [json.dumps(state).encode()])
     # The manifest is written last: a directory without a valid one was never finished.
@@ -463,17 +464,17 @@ class SavedRun:
     manifest: dict
     states: dict[str, Any]
 
-    @property
-    def step(self) -> int:
-        return self.manifest["step"]
+
+def check_layout(path: Path, state: dict) -> None:
+    if state.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: written by an earlier cselab in another layout; resume it with the version "
+                              f"that wrote it, or pass --no-resume (or another train.output_dir) to start over")
 
 
 def read_checkpoint(path: Path) -> SavedRun:
     """Every component's state from checkpoint ``path`` (tensors on the CPU); nothing is unpickled."""
     state = read_state(path)
-    if state.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: written by an earlier cselab in another layout; resume it with the version "
-                              f"that wrote it, or pass --no-resume (or another train.output_dir) to start over")
+    check_layout(path, state)
     states = {}
     for name, skeleton in state["components"].items():
         file = path / f"{name}.safetensors"
@@ -485,10 +486,11 @@ def read_checkpoint(path: Path) -> SavedRun:
 
 def restore(components: dict[str, Any], saved: SavedRun) -> None:
     """``load_state_dict`` of every component from ``saved``; one that does not fit fails naming the
-    checkpoint and the component, in one line."""
+    checkpoint and the component, in one line. Each state is let go once loaded (``saved`` is emptied):
+    the run keeps no second copy of the weights and moments in host memory."""
     for name, component in components.items():
         try:
-            component.load_state_dict(saved.states[name])
+            component.load_state_dict(saved.states.pop(name))
         except CselabError as exc:  # the run's data or settings differ: named with the checkpoint
             raise type(exc)(f"{saved.path}: {exc}") from None
         except (RuntimeError, KeyError, ValueError, TypeError, IndexError) as exc:

@@ -3,7 +3,7 @@
 ``by_name()`` is the checkpoint's layout, ``{name: component}``; saving takes each one's
 ``state_dict()`` and resuming gives each its own back (``checkpoint.restore``). The order is the
 order of restoring: the loader position first, so a checkpoint of other data is refused before any
-weight is read.
+component has changed.
 """
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def build_components(process: Process, config: Config, parts: RunParts, precisio
                            gradient_scaler(precision.precision, process.device))
     position = LoaderPosition(corpus_fingerprint(parts.corpus), parts.vocabulary_sha256, config.data.corpus,
                               len(parts.plan))
-    clock = RunClock()
+    clock = RunClock(process.started)
     sinks = Sinks(process.out_dir / METRICS, lambda step: process.progress_bar(config.recipe, len(parts.plan), step),
                   lambda step: LiveLogs(config, process.out_dir, step)) if process.main else None
     metrics = MetricsLog(config.train.log_steps, position, clock,

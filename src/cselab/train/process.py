@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -22,6 +23,7 @@ class Process:
     processes: int = 1
     main: bool = True
     bars: bool = True  # progress bars wanted (the main process draws them)
+    started: float = field(default_factory=time.time)  # the run clock's start for this invocation
 
     @classmethod
     def start(cls, train: TrainConfig, bars: bool = True) -> Process:

@@ -168,7 +168,9 @@ def _open_run(out_dir: Path, config: Config, resume: bool) -> Path | None:
             if kept.is_dir():  # an earlier run's further best models (derived) are never adopted nor left to load
                 shutil.rmtree(kept, ignore_errors=True)
     else:
-        differing = ckpt.config_differences(ckpt.read_state(latest).get("config"), config.to_dict())
+        state = ckpt.read_state(latest)
+        ckpt.check_layout(latest, state)  # before its settings are compared (an older layout keeps them elsewhere)
+        differing = ckpt.config_differences(state.get("config"), config.to_dict())
         if differing:
             raise ConfigError(f"{out_dir}: its checkpoint {latest.name} was made with a different "
                               f"{', '.join(differing)}; run with the same settings to resume, or pass --no-resume "

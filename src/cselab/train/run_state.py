@@ -90,10 +90,13 @@ class RngStreams:
         return {"ranks": gather_objects(mine) if self.processes > 1 else [mine]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Refused (on every process alike) when the checkpoint was saved by another number of processes:
+        the global batch is ``batch_size`` x processes, so the step plan would not be the same."""
         ranks = state["ranks"]
-        if self.rank >= len(ranks):
-            raise KeyError(f"no RNG state of process {self.rank}: it was saved by "
-                           f"{counted(len(ranks), 'process', 'processes')}")
+        if len(ranks) != self.processes:
+            raise ConfigError(f"saved by {counted(len(ranks), 'process', 'processes')}, resumed by "
+                              f"{self.processes}: resume with as many (a step is optim.batch_size x processes), "
+                              f"or pass --no-resume (or another train.output_dir) to start over")
         set_rng_state(ranks[self.rank])
 
 
@@ -164,9 +167,9 @@ class RunClock:
     time spent waiting for batches, and the run's wall time over every invocation (each up to its
     last checkpoint)."""
 
-    def __init__(self):
+    def __init__(self, started: float | None = None):
         self.train_seconds = self.loader_wait_seconds = self.wall_before = 0.0
-        self.started = time.time()
+        self.started = time.time() if started is None else started  # this invocation's start (Process.start)
 
     def trained(self, seconds: float, waited: float) -> None:
         self.train_seconds += seconds

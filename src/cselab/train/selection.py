@@ -99,20 +99,25 @@ class Tracked:
     (None: the metric could not be evaluated; ``note`` says why)."""
 
     def __init__(self, entry: str, directory: Path, source: DevMetric | None, note: str | None = None):
-        self.metric, self.directory, self.source, self.note = metric_key(entry), directory, source, note
+        self.entry, self.metric, self.source, self.note = entry, metric_key(entry), source, note
+        self.directory = directory
         self.higher_is_better = (source if source is not None else metric_class(entry)).higher_is_better
-        self.label = source.label if source is not None else metric_class(entry).label
         self.primary = False  # set by ModelSelection for the first: its marker and summary keys differ
         self.best: float | None = None
         self.step: int | None = None
+        self.written_step: int | None = None  # the step whose weights this process wrote to ``directory``
 
-    def offer(self, step: int, value: float, write_model) -> bool:
-        """Keep the encoder (``write_model(directory)``) if ``value`` is the best so far; True if it was."""
-        if not better(self.higher_is_better, value, self.best):
-            return False
-        self.best, self.step = value, step
-        self.save(write_model)
-        return True
+    @property
+    def label(self) -> str:
+        if self.source is not None:
+            return self.source.label
+        return metric_class(self.entry).label if self.primary else self.entry
+
+    def offer(self, step: int, value: float, write_model) -> None:
+        """Keep the encoder (``write_model(directory)``) if ``value`` is the best so far."""
+        if better(self.higher_is_better, value, self.best):
+            self.best, self.step = value, step
+            self.save(write_model)
 
     def task_names(self) -> list[str] | None:
         return None if self.source is None else self.source.task_names()
@@ -122,6 +127,7 @@ class Tracked:
         if not self.primary:  # a further metric's folder says which tasks chose it
             marker["tasks"] = self.task_names() or []
         save_marked(self.directory, write_model, marker)
+        self.written_step = self.step
 
     def reconcile(self, resumed_step: int, write_model) -> None:
         """Make this record and the model on disk agree after resuming from ``resumed_step``: a model
@@ -148,37 +154,41 @@ class ModelSelection:
     """Evaluates the encoder every ``every`` steps and keeps each tracked metric's best model.
 
     ``tracked[0]`` is the primary metric: its best model is the run's final model (in the output
-    directory); each further one keeps its own. ``also``: metrics scored at every evaluation that keep
-    no model (the first of ``train.select_on`` when the held-out MLM loss picks a raw encoder).
-    ``base``: the first of ``train.select_on`` before training (``base_metric`` scores it). Its state
-    is every tracked metric's best value and step, and the base.
+    directory); each further one keeps its own. ``sources``: every metric scored at each evaluation,
+    in the order of their columns in ``metrics.jsonl`` (the tracked ones' and any that keep no model:
+    the first of ``train.select_on`` when the held-out MLM loss picks a raw encoder). ``base``: the
+    first of ``train.select_on`` before training (``base_metric`` scores it). Its state is every
+    tracked metric's best value and step, and the base.
+
+    Only the main process scores (the others have no sources): whether evaluations happen and whether
+    they select is the main process's answer (``agreed``), so every process evaluates at the same steps.
     """
 
-    def __init__(self, tracked: list[Tracked], encoder: SentenceEncoder, precision: str, every: int,
-                 also: list[DevMetric] = ()):
+    def __init__(self, tracked: list[Tracked], sources: list[DevMetric], encoder: SentenceEncoder, precision: str,
+                 every: int):
         self.tracked, self.encoder, self.precision, self.every = tracked, encoder, precision, every
+        self.sources = [metric for metric in sources if metric is not None]
         self.primary = tracked[0]
         self.primary.primary = True
-        self.also = [metric for metric in also if metric is not None]
         self.base_metric: DevMetric | None = None
         self.base: float | None = None
         self.raw_encoder = False  # an MLM-only run: saved as a raw encoder (write_model)
+        self.agreed: tuple[bool, bool] | None = None  # (evaluates, selects), as the main process found them
 
     @property
     def selects(self) -> bool:
         """Whether evaluations pick the final model (else it is the last step's)."""
-        return self.every > 0 and self.primary.source is not None
-
-    @property
-    def sources(self) -> list[DevMetric]:
-        return [*self.also, *(t.source for t in self.tracked if t.source is not None)]
+        found = self.primary.source is not None if self.agreed is None else self.agreed[1]
+        return self.every > 0 and found
 
     def due(self, step: int, last: bool) -> bool:
-        return self.every > 0 and bool(self.sources) and (step % self.every == 0 or last)
+        evaluates = bool(self.sources) if self.agreed is None else self.agreed[0]
+        return self.every > 0 and evaluates and (step % self.every == 0 or last)
 
     def saved_at(self, step: int, last: bool) -> bool:
-        """Whether the final model in the output directory holds this step's weights."""
-        return self.primary.step == step or (not self.selects and last)
+        """Whether the final model in the output directory holds this step's weights (written by this run:
+        a best model adopted from a run that was stopped is that run's weights)."""
+        return self.primary.written_step == step or (not self.selects and last)
 
     def encode(self, sentences: list[str], progress: bool = False):
         """The encoder's embeddings now, in the training precision (``progress``: an encoding bar)."""

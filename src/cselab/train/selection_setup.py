@@ -25,13 +25,14 @@ def model_selection(process: Process, config: Config, parts: RunParts, precision
     further = on_main(process, lambda: further_metrics(process, config, dev_dir), [])
     validation_loss = None if validation is None else ValidationLoss(validation)
     if not parts.objective.encodes_views and validation_loss is not None:
-        selection = ModelSelection([Tracked(validation_loss.key, process.out_dir, validation_loss), *further],
-                                   parts.encoder, precision, config.train.eval_steps, also=[dev])
-    else:
-        selection = ModelSelection([first, *further], parts.encoder, precision, config.train.eval_steps,
-                                   also=[validation_loss])
+        first = Tracked(validation_loss.key, process.out_dir, validation_loss)
+    sources = [dev, validation_loss, *(kept.source for kept in further)]  # metrics.jsonl's column order
+    selection = ModelSelection([first, *further], sources, parts.encoder, precision, config.train.eval_steps)
     selection.raw_encoder = not parts.objective.encodes_views
     selection.base_metric = dev
+    # Only the main process has the metrics: the others evaluate and select as it does.
+    selection.agreed = from_main((bool(selection.sources), selection.primary.source is not None)
+                                 if process.main else None)
     if process.main and config.train.eval_steps > 0 and not selection.selects:
         process.say(f"no {selection.primary.label} data found: the final model is the last step "
                     "(`cselab data download` fetches it; or set data.dev_dir or $CSELAB_DATA)")
