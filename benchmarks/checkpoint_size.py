@@ -42,8 +42,9 @@ def earlier_layout_bytes(checkpoint: Path, scratch: Path) -> int:
     tensors = {f"{pid}.{key}": value for pid, values in dense["state"].items()
                for key, value in values.items() if hasattr(value, "shape")}
     save_file(tensors, str(scratch / "optimizer-dense.safetensors"))
-    weights = (checkpoint / "encoder.safetensors").stat().st_size + (checkpoint / "heads.safetensors").stat().st_size
-    rest = sum((checkpoint / name).stat().st_size for name in ("rng.safetensors", "state.json", ckpt.MANIFEST))
+    # Weights: the encoder's file and the other trained weights' (none when the run trains no head).
+    weights = sum(f.stat().st_size for f in checkpoint.glob("*.safetensors") if f.name != "optimizer.safetensors")
+    rest = sum(f.stat().st_size for f in checkpoint.iterdir() if f.suffix != ".safetensors")
     return weights + (scratch / "optimizer-dense.safetensors").stat().st_size + rest
 
 
