@@ -73,7 +73,8 @@ def train_recipe(recipe: str, steps: int, work: Path, device: str) -> dict:
     import torch
 
     from cselab.config import load_config
-    from cselab.experiments.runs import METRICS, read_metrics
+    from cselab.experiments.runs import read_metrics
+    from cselab.run_files import METRICS
     from cselab.train.loop import train
 
     overrides = [f"data.corpus={SHARED / 'corpus' / 'wiki1m-first-11913.txt'}", "data.max_sentences=null",
@@ -112,7 +113,8 @@ def run_recipes(recipes: list[str], steps: int, device: str) -> dict:
 
 def run_pretraining(seconds: float, device: str) -> dict:
     from cselab.config import load_config
-    from cselab.experiments.runs import METRICS, read_metrics
+    from cselab.experiments.runs import read_metrics
+    from cselab.run_files import METRICS
     from cselab.train.loop import train
 
     corpus = SHARED / "pretrain-corpus" / "offline-english-4.8m-words.txt.gz"

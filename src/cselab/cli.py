@@ -174,30 +174,11 @@ def _fetch_missing_data(config, corpus: str | None, senteval: str | None) -> tup
 
 
 def _missing_model(name: str) -> str | None:
-    """Loadable without downloading (a local directory, the Hugging Face cache), or the Hub is reachable."""
-    from cselab.sources import hub_offline, in_hub_cache
+    """Loadable without downloading (a local directory, the Hugging Face cache), or the Hub serves it."""
+    from cselab.sources import model_source_problem
 
-    if name == "minilm":
-        return None
-    path = Path(name).expanduser()
-    if path.exists():
-        return None if (path / "config.json").is_file() else \
-            f"model {name} (a directory without config.json; pass a Hugging Face model directory)"
-    if in_hub_cache(name) or (not hub_offline() and _hub_answers(name)):
-        return None
-    return (f"model {name} (not in the Hugging Face cache, Hub unreachable; get it with "
-            f"`huggingface-cli download {name}` where there is network)")
-
-
-def _hub_answers(name: str) -> bool:
-    """One metadata request (no download); the first training run downloads and caches the model."""
-    from huggingface_hub import get_hf_file_metadata, hf_hub_url
-
-    try:
-        get_hf_file_metadata(hf_hub_url(name, "config.json"), timeout=10)
-    except Exception:  # noqa: BLE001 - no network, no such model, refused: all mean "not loadable now"
-        return False
-    return True
+    problem = model_source_problem(name, ask_hub=True)
+    return f"model {name} ({problem})" if problem else None
 
 
 def _corpus_dest_flag(corpus: str) -> str:
@@ -318,8 +299,7 @@ def check_model_early(name: str) -> None:
     corpus, building the run) and, for `encode`, before torch and transformers are imported."""
     from cselab.sources import check_model_source
 
-    if name != "minilm":  # the offline base, installed with cselab
-        check_model_source(name, name)
+    check_model_source(name)  # minilm, the offline base, is installed with cselab
 
 
 def _add_encode(sub) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from cselab.errors import ModelLoadError
+from cselab.run_files import METRICS, RUN_CONFIG
 
 NEEDS = ("a model directory holds config.json, the tokenizer's files and model.safetensors (what `cselab train` "
          "or save_pretrained writes)")
@@ -31,8 +32,24 @@ def resolve_model_path(name_or_path: str) -> str:
     return name_or_path
 
 
-def check_model_source(name_or_path: str, resolved: str) -> None:
+def check_model_source(name_or_path: str, resolved: str | None = None) -> None:
     """Return when ``resolved`` can be given to transformers; else a ModelLoadError naming what it is."""
+    problem = model_source_problem(name_or_path, resolved)
+    if problem:
+        raise ModelLoadError(f"{name_or_path}: cannot load a model: {problem}")
+
+
+def model_source_problem(name_or_path: str, resolved: str | None = None, *, ask_hub: bool = False) -> str | None:
+    """Why ``name_or_path`` cannot be loaded now (None: it can), in words its callers put in their line.
+
+    ``resolved``: what :func:`resolve_model_path` made of it; left out, the name itself, where ``minilm``
+    (the offline base, installed with cselab) needs no check. A Hub name not in the cache passes where
+    the Hub is reachable; with ``ask_hub``, only where the Hub also answers for that model's config.json
+    (one metadata request, no download)."""
+    if resolved is None:
+        if name_or_path == "minilm":
+            return None
+        resolved = name_or_path
     path = Path(resolved).expanduser()
     try:
         exists = path.exists()
@@ -40,20 +57,22 @@ def check_model_source(name_or_path: str, resolved: str) -> None:
         exists = False
     if exists:
         what = describe_non_model(path)
-        if what:
-            raise ModelLoadError(f"{name_or_path}: cannot load a model: {what}; {NEEDS}")
-        return
+        return f"{what}; {NEEDS}" if what else None
     if not is_repo_id(resolved):
-        raise ModelLoadError(f"{name_or_path}: cannot load a model: no such directory, and not a Hugging Face "
-                             f"model name; pass a model directory or 'minilm' (the offline base)")
+        return ("no such directory, and not a Hugging Face model name; pass a model directory or 'minilm' "
+                "(the offline base)")
     if in_hub_cache(resolved):
-        return
+        return None
     why = offline_reason()
     if why:
-        raise ModelLoadError(f"{name_or_path}: cannot load a model: no directory of that name, not in the Hugging "
-                             f"Face cache, and the Hub is unreachable ({why}); pass a model directory or 'minilm' "
-                             f"(the offline base), or get it where there is network: huggingface-cli download "
-                             f"{resolved}")
+        return (f"no directory of that name, not in the Hugging Face cache, and the Hub is unreachable ({why}); "
+                f"pass a model directory or 'minilm' (the offline base), or get it where there is network: "
+                f"`huggingface-cli download {resolved}`")
+    refused = hub_refusal(resolved) if ask_hub else None
+    if refused:
+        return (f"no directory of that name, not in the Hugging Face cache, and the Hub does not serve it "
+                f"({refused}); pass a model directory, a Hub model name or 'minilm' (the offline base)")
+    return None
 
 
 def describe_non_model(path: Path) -> str | None:
@@ -76,7 +95,7 @@ def describe_non_model(path: Path) -> str | None:
         return "a run's checkpoints folder, and the run has no final model yet (run its train command again to finish)"
     if "report.md" in entries or "report.html" in entries:
         return "a `cselab report` folder (tables and plots), not a model"
-    if "metrics.jsonl" in entries or "train_config.json" in entries:
+    if METRICS in entries or RUN_CONFIG in entries:
         return "a training run's folder with no final model yet (run its train command again to finish)"
     shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
     return f"a folder holding {shown}, but no config.json"
@@ -124,6 +143,18 @@ def hub_cache_commit(name: str) -> str | None:
 def offline_reason() -> str | None:
     """Why the Hub cannot be asked now (None: it can): the environment says offline, or no connection."""
     return "HF_HUB_OFFLINE is set" if hub_offline() else unreachable_reason()
+
+
+def hub_refusal(name: str) -> str | None:
+    """None when the Hub answers a metadata request for the model's config.json (no download); else the
+    kind of error it gave (no such model, gated, no answer in time)."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+
+    try:
+        get_hf_file_metadata(hf_hub_url(name, "config.json"), timeout=10)
+    except Exception as exc:  # noqa: BLE001 - no network, no such model, refused: all mean "not loadable now"
+        return type(exc).__name__
+    return None
 
 
 def in_hub_cache(name: str) -> bool:

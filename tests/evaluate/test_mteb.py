@@ -72,6 +72,32 @@ def test_each_model_has_its_own_name_and_revision(offline, senteval_dir, tmp_pat
     assert len(list((output / "results" / "local__model").iterdir())) == 2
 
 
+def test_markdown_is_written_where_markdown_says(offline, senteval_dir, tmp_path, tiny_encoder, monkeypatch):
+    """--markdown takes the MTEB table as it takes cselab eval's: there, and not beside --json; alone too."""
+    monkeypatch.chdir(tmp_path)  # the default --mteb-output is relative
+    model = tiny_encoder.save(tmp_path / "model")
+    tables = tmp_path / "tables" / "mteb.md"
+    result = _eval(tmp_path, str(model), "--mteb", "STSBenchmark", "--data-dir", str(senteval_dir),
+                   "--markdown", str(tables), name="with-json")
+    text = tables.read_text()
+    assert "| Model (pooler) | STSBenchmark |" in text and f"{result['tasks']['STSBenchmark']['score']:.2f}" in text
+    assert not (tmp_path / "with-json.md").exists()
+    alone = tmp_path / "alone.md"
+    assert cli.main(["eval", str(model), "--mteb", "STSBenchmark", "--data-dir", str(senteval_dir), "--markdown",
+                     str(alone), "--quiet", "--no-cache", "--precision", "fp32"]) == 0
+    assert "| Model (pooler) | STSBenchmark |" in alone.read_text()
+
+
+def test_update_card_with_mteb_is_one_line(offline, tmp_path, tiny_encoder, capsys):
+    """The card records cselab eval's own tasks: --update-card with --mteb stops before any model is loaded."""
+    model = tiny_encoder.save(tmp_path / "model")
+    card = (model / "README.md").read_text()
+    assert cli.main(["eval", str(model), "--mteb", "--update-card", "--quiet"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "cselab eval: error: --update-card records cselab eval's results, not MTEB's; run it without --mteb"]
+    assert (model / "README.md").read_text() == card and not (model / "cselab_eval.json").exists()
+
+
 def test_offline_an_mteb_only_task_is_one_line(offline, senteval_dir, capsys):
     assert cli.main(["eval", "minilm", "--mteb", "Banking77Classification", "--data-dir", str(senteval_dir),
                      "--quiet"]) == 2

@@ -98,7 +98,7 @@ def test_user_overrides_sit_on_top_and_are_checked(offline_home, senteval_dir, m
     argv = ["train", "--paper-setting", "--corpus", str(corpus), "--set", f"model.name_or_path={model_dir}",
             "--print-config"]
     err = train_error(argv, capsys)
-    assert f"model {model_dir} (a directory without config.json" in err and "corpus" not in err
+    assert f"model {model_dir} (an empty folder; a model directory holds config.json" in err and "corpus" not in err
     (model_dir / "config.json").write_text("{}")
     assert cli.main(argv) == 0
     config = json.loads(capsys.readouterr().out)
@@ -165,7 +165,8 @@ def test_nothing_is_downloaded_for_a_model_that_cannot_load(networked_home, tmp_
     model_dir = tmp_path / "typo-model"
     model_dir.mkdir()
     err = train_error(["train", "--paper-setting", "--set", f"model.name_or_path={model_dir}"], capsys)
-    assert f"model {model_dir} (a directory without config.json" in err and "download failed" not in err
+    assert f"model {model_dir} (an empty folder; a model directory holds config.json" in err
+    assert "download failed" not in err
 
 
 def test_a_corpus_the_user_chose_is_not_overwritten_by_a_download(networked_home, tmp_path, monkeypatch, capsys):

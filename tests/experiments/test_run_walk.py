@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from cselab.experiments.runs import RUN_CONFIG, files_outside_checkpoints, run_directories
+from cselab.experiments.runs import files_outside_checkpoints, run_directories
+from cselab.run_files import RUN_CONFIG
 
 
 def make_runs(root):

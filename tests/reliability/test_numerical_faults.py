@@ -9,9 +9,9 @@ import torch
 from safetensors.torch import load_file
 
 from cselab.errors import TrainingError
+from cselab.run_files import BEST_MODEL
 from cselab.train import checkpoint as ckpt
 from cselab.train.loop import train
-from cselab.train.selection import BEST_MODEL
 from tests.reliability.conftest import load_config_for, model_weights
 
 

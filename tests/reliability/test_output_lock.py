@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from cselab.errors import ConfigError
+from cselab.run_files import LOCK
 from cselab.train.loop import train
-from cselab.train.run_dir import LOCK
 from tests.reliability.conftest import load_config_for
 
 

@@ -9,9 +9,10 @@ import shutil
 import pytest
 
 from cselab.config import ConfigError
+from cselab.run_files import BEST_MODEL
 from cselab.train import checkpoint as ckpt
 from cselab.train.loop import train
-from cselab.train.selection import BEST_MODEL, Tracked
+from cselab.train.selection import Tracked
 from tests.reliability.conftest import (
     CRASHED,
     STEPS,

@@ -11,8 +11,8 @@ import pytest
 
 from cselab.cli import format_summary
 from cselab.evaluate import evaluate, load_model
+from cselab.run_files import BEST_MODEL
 from cselab.train.loop import train
-from cselab.train.selection import BEST_MODEL
 from tests.evaluate.senteval_files import make_senteval
 from tests.reliability.conftest import load_config_for, metric_records
 

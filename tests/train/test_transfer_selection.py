@@ -14,9 +14,10 @@ from cselab.config import ConfigError, load_config
 from cselab.evaluate.dev import TransferDev
 from cselab.evaluate.formats import MissingDataError
 from cselab.model.encoder import SentenceEncoder
+from cselab.run_files import BEST_MODEL
 from cselab.train import checkpoint as ckpt
 from cselab.train.loop import train
-from cselab.train.selection import BEST_MODEL, ModelSelection, Tracked
+from cselab.train.selection import ModelSelection, Tracked
 from tests.evaluate.senteval_files import make_senteval
 from tests.reliability.conftest import (
     CRASHED,

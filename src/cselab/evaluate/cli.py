@@ -40,7 +40,8 @@ def _add_eval(sub) -> None:
                                   "(one model: its dict with 'avg'; several: {'models': [...]})")
     p.add_argument("--markdown", help="write the Markdown tables here (default: the --json path with .md)")
     p.add_argument("--update-card", action="store_true",
-                   help="record the results in each local model's card (README.md model-index; cselab_eval.json)")
+                   help="record the results in each local model's card (README.md model-index; cselab_eval.json); "
+                        "not with --mteb")
     p.add_argument("--pooler", default="auto",
                    help="pooler: auto (from the model's config), cls, cls_before_pooler, avg, avg_first_last, avg_top2")
     p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"], default="auto",

@@ -5,23 +5,25 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 import numpy as np
 
 from cselab.errors import UnknownNameError
 from cselab.evaluate.embeddings import CACHE_FORMAT
+from cselab.run_files import CHECKPOINTS, EVAL_FILE, RUN_CONFIG, SUMMARY, SWEEP_FILE, VERSIONS
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".json", ".txt", ".model")
 # Files a training run or a sweep writes beside its model: they change without the weights changing.
-RUN_FILES = ("summary.json", "train_config.json", "versions.json", "sweep.json")
+RUN_FILES = (SUMMARY, RUN_CONFIG, VERSIONS, SWEEP_FILE)
 
 
 def _is_model_file(file: Path, root: Path) -> bool:
     relative = file.relative_to(root)
     return (file.suffix in WEIGHT_SUFFIXES and file.name != "README.md" and len(relative.parts) <= 3
-            and "checkpoints" not in relative.parts and file.name not in RUN_FILES
-            and not file.name.startswith("eval-"))
+            and CHECKPOINTS not in relative.parts and file.name not in RUN_FILES
+            and not fnmatchcase(file.name, EVAL_FILE.format(split="*")))
 
 
 def weights_fingerprint(path: Path) -> str | None:

@@ -186,6 +186,8 @@ def run_mteb_command(args, device, data_dir: Path | None) -> int:
     require_mteb()
     if args.classification_file:
         raise ConfigError("--mteb runs STS tasks; --classification-file is scored by cselab eval without --mteb")
+    if args.update_card:  # the card records cselab eval's own tasks (SentEval names, model-index types)
+        raise ConfigError("--update-card records cselab eval's results, not MTEB's; run it without --mteb")
     offline = offline_reason()
     mteb_tasks = select_tasks(args.mteb, args.split, offline is not None, data_dir, args.sts_file)
     if offline or args.split == "dev":
@@ -202,10 +204,8 @@ def run_mteb_command(args, device, data_dir: Path | None) -> int:
     table = markdown(results)
     print(table)
     json_path = Path(args.json) if args.json else None
-    if json_path is not None:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(report.to_json(results) + "\n")
-        json_path.with_suffix(".md").write_text(table)
-        print(f"wrote {json_path}")
+    markdown_path = Path(args.markdown) if args.markdown else (json_path.with_suffix(".md") if json_path else None)
+    for path in report.write(results, json_path, markdown_path, table=table):
+        print(f"wrote {path}")
     print(f"MTEB result files: {results[0]['mteb_results']}", file=sys.stderr)
     return 0

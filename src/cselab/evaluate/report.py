@@ -89,7 +89,9 @@ def markdown(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def write(results: list[dict], json_path: Path | None, markdown_path: Path | None) -> list[Path]:
+def write(results: list[dict], json_path: Path | None, markdown_path: Path | None,
+          table: str | None = None) -> list[Path]:
+    """Write the JSON and the Markdown (``table``, default :func:`markdown` of ``results``) where given."""
     written = []
     if json_path is not None:
         Path(json_path).parent.mkdir(parents=True, exist_ok=True)
@@ -97,6 +99,6 @@ def write(results: list[dict], json_path: Path | None, markdown_path: Path | Non
         written.append(Path(json_path))
     if markdown_path is not None:
         Path(markdown_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(markdown_path).write_text(markdown(results))
+        Path(markdown_path).write_text(markdown(results) if table is None else table)
         written.append(Path(markdown_path))
     return written

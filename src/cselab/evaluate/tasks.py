@@ -151,15 +151,12 @@ class STSYear(_Base):
         return {"score": result["all"], **result}
 
 
-class STSPairs(_Base):
-    """Scored pairs without training: Spearman x100 of cosine similarity vs gold on one split's file."""
+class _ScoredPairs:
+    """Scored pairs without training, read from one file by ``reader``: Spearman x100 of cosine similarity
+    vs gold. A subclass says which file (``files``), how it is named in the result (``result_file``) and
+    what else the result records (``extra``)."""
 
-    group = "sts"
-    FILES: dict[str, str] = {}
     reader = staticmethod(formats.read_stsb)
-
-    def relative_files(self) -> list[str]:
-        return [self.FILES[self.split]]
 
     def load(self) -> formats.SentencePairs:
         return self.reader(self.files()[0])
@@ -167,10 +164,29 @@ class STSPairs(_Base):
     def sentences(self) -> list[str]:
         return _unique(self.data().left, self.data().right)
 
+    def result_file(self) -> str:
+        raise NotImplementedError
+
+    def extra(self, pairs: formats.SentencePairs) -> dict:
+        return {}
+
     def score(self, lookup: Lookup) -> dict:
         pairs = self.data()
         value = spearman100(cosine_rows(lookup(pairs.left), lookup(pairs.right)), pairs.gold)
-        return {"score": value, "spearman": value, "n": len(pairs), "file": self.relative_files()[0]}
+        return {"score": value, "spearman": value, "n": len(pairs), "file": self.result_file(), **self.extra(pairs)}
+
+
+class STSPairs(_ScoredPairs, _Base):
+    """SentEval's scored pairs (STS-B, SICK-R): one split's file of the data directory."""
+
+    group = "sts"
+    FILES: dict[str, str] = {}
+
+    def relative_files(self) -> list[str]:
+        return [self.FILES[self.split]]
+
+    def result_file(self) -> str:
+        return self.relative_files()[0]
 
 
 for _year in STS_YEARS:
@@ -352,20 +368,15 @@ class _FileTask(_Base):
 
 
 @FILE_TASKS.register("sts", "your own scored pairs (CSV/TSV/JSONL: sentence1, sentence2, score): Spearman x100")
-class StsFile(_FileTask):
+class StsFile(_ScoredPairs, _FileTask):
     kind, metric = "sts", "Spearman x100"
+    reader = staticmethod(formats.read_pairs_file)
 
-    def load(self) -> formats.SentencePairs:
-        return formats.read_pairs_file(self.path)
+    def result_file(self) -> str:
+        return str(self.path)
 
-    def sentences(self) -> list[str]:
-        return _unique(self.data().left, self.data().right)
-
-    def score(self, lookup: Lookup) -> dict:
-        pairs = self.data()
-        value = spearman100(cosine_rows(lookup(pairs.left), lookup(pairs.right)), pairs.gold)
-        return {"score": value, "spearman": value, "n": len(pairs), "file": str(self.path),
-                "score_range": [float(pairs.gold.min()), float(pairs.gold.max())]}
+    def extra(self, pairs: formats.SentencePairs) -> dict:
+        return {"score_range": [float(pairs.gold.min()), float(pairs.gold.max())]}
 
 
 @FILE_TASKS.register("classification", "your own labelled sentences (CSV/TSV/JSONL: text, label): "

@@ -76,7 +76,8 @@ def sweep_settings(args):
 
 
 def _run_sweep(args) -> int:
-    from cselab.experiments.sweep import SWEEP_FILE, SweepStopped, plan_status, run_sweep
+    from cselab.experiments.sweep import SweepStopped, plan_status, run_sweep
+    from cselab.run_files import SWEEP_FILE
 
     settings = sweep_settings(args)
     if args.search is not None or args.space:

@@ -21,6 +21,7 @@ from cselab.experiments import ExperimentError
 from cselab.experiments.dev_figures import base_label, base_models, training_setting
 from cselab.experiments.runs import Run
 from cselab.experiments.stats import Table
+from cselab.run_files import METRICS
 
 
 @dataclass
@@ -228,9 +229,9 @@ def task_bars(table: Table) -> Plot | None:
 def all_plots(runs: list[Run], recipes: list[str], tables: list[Table], split: str) -> tuple[list[Plot], list[str]]:
     """The figures that have data, and a note for each that has none."""
     plots, missing = [], []
-    for make, why in ((lambda: dev_curves(runs, recipes), "no STS-B dev evaluations in the runs' metrics.jsonl"),
+    for make, why in ((lambda: dev_curves(runs, recipes), f"no STS-B dev evaluations in the runs' {METRICS}"),
                       (lambda: align_uniform(runs, recipes, split), f"no alignment/uniformity results ({split} split)"),
-                      (lambda: loss_curves(runs, recipes), "no loss records in the runs' metrics.jsonl")):
+                      (lambda: loss_curves(runs, recipes), f"no loss records in the runs' {METRICS}")):
         plot = make()
         (plots.append(plot) if plot is not None else missing.append(why))
     for table in tables:

@@ -18,7 +18,7 @@ from cselab.errors import counted
 from cselab.experiments import ExperimentError
 from cselab.experiments.dev_figures import STSB, add_base_rows, dev_figure, dev_table, training_precision
 from cselab.experiments.plots import Plot, all_plots
-from cselab.experiments.runs import Run, find_runs
+from cselab.experiments.runs import Run, eval_file, find_runs
 from cselab.experiments.stats import TEST_NAME, ReferenceRow, Table, build_tables, recipe_order, training_table
 from cselab.experiments.stats import Cell as StatsCell
 
@@ -84,7 +84,7 @@ def choose_split(runs: list[Run], split: str) -> str | None:
     """auto: the test split when every evaluated run has it, else dev; None when nothing was evaluated."""
     if split != "auto":
         if not any(split in r.evals for r in runs):
-            raise ExperimentError(f"no run has eval-{split}.json; evaluated splits: "
+            raise ExperimentError(f"no run has {eval_file(split)}; evaluated splits: "
                                   f"{', '.join(sorted({s for r in runs for s in r.evals})) or 'none'}")
         return split
     evaluated = [r for r in runs if r.evals]

@@ -11,18 +11,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cselab.experiments import ExperimentError
+from cselab.run_files import CHECKPOINTS, EVAL_FILE, METRICS, RUN_CONFIG, SUMMARY, VERSIONS
 
 log = logging.getLogger("cselab.experiments")
 
-RUN_CONFIG = "train_config.json"  # written by the training loop (cselab.train.loop.RUN_CONFIG)
-SUMMARY = "summary.json"
-METRICS = "metrics.jsonl"
-VERSIONS = "versions.json"
 SPLITS = ("dev", "test")
 
 
 def eval_file(split: str) -> str:
-    return f"eval-{split}.json"
+    return EVAL_FILE.format(split=split)
 
 
 def recipe_label(recipe: str) -> str:
@@ -44,7 +41,7 @@ def files_outside_checkpoints(root: Path) -> Iterator[Path]:
             raise error
 
     for folder, subfolders, files in os.walk(root, onerror=passed_over):
-        subfolders[:] = sorted(name for name in subfolders if name != "checkpoints")
+        subfolders[:] = sorted(name for name in subfolders if name != CHECKPOINTS)
         yield from (Path(folder) / name for name in sorted(files))
 
 

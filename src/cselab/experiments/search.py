@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cselab.experiments import ExperimentError
-from cselab.experiments.runs import METRICS, read_metrics, recipe_label, write_json
+from cselab.experiments.runs import read_metrics, recipe_label, write_json
 from cselab.experiments.sweep import (
-    SWEEP_FILE,
     SWEEP_SETS,
     BaseDevCache,
     Job,
@@ -36,6 +35,7 @@ from cselab.experiments.sweep import (
     run_job,
     run_overrides,
 )
+from cselab.run_files import METRICS, SWEEP_FILE
 
 STUDY_FILE = "search.db"
 SEARCH_FILE = "search.json"

@@ -23,8 +23,6 @@ from pathlib import Path
 
 from cselab.experiments import ExperimentError
 from cselab.experiments.runs import (
-    SUMMARY,
-    VERSIONS,
     eval_file,
     files_outside_checkpoints,
     read_json,
@@ -34,8 +32,8 @@ from cselab.experiments.runs import (
     write_json,
 )
 from cselab.experiments.versions import library_versions
+from cselab.run_files import BEST_MODEL, CHECKPOINTS, RUN_CONFIG, SUMMARY, SWEEP_FILE, VERSIONS
 
-SWEEP_FILE = "sweep.json"
 BASE_DEV_FILE = "base-stsb-dev.json"  # the starting encoders' STS-B dev, measured once per base model
 
 
@@ -225,7 +223,7 @@ def training_state(job: Job) -> str:
     """
     from cselab.train.checkpoint import config_differences
 
-    saved = read_json(job.path / "train_config.json")
+    saved = read_json(job.path / RUN_CONFIG)
     if saved is None:
         return "new"
     differing = config_differences(saved, _as_json(job.config.to_dict()))
@@ -246,7 +244,7 @@ def model_fingerprint(path: Path) -> str:
 
     weights = [f for f in files_outside_checkpoints(path) if f.name.endswith(".safetensors")]
     entries = [[str(f.relative_to(path)), f.stat().st_size, f.stat().st_mtime_ns] for f in sorted(weights)]
-    marker = path / "best_model.json"
+    marker = path / BEST_MODEL
     entries.append(marker.read_text(encoding="utf-8") if marker.is_file() else None)
     return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
 
@@ -359,9 +357,9 @@ def disk_usage(root: Path) -> tuple[int, int]:
     total = checkpoints = 0
     walk = [(folder, files) for folder, _, files in os.walk(root)]
     # files outside checkpoints first, so a weight file linked into a checkpoint counts as the model's
-    walk.sort(key=lambda item: "checkpoints" in Path(item[0]).relative_to(root).parts)
+    walk.sort(key=lambda item: CHECKPOINTS in Path(item[0]).relative_to(root).parts)
     for folder, files in walk:
-        in_checkpoints = "checkpoints" in Path(folder).relative_to(root).parts
+        in_checkpoints = CHECKPOINTS in Path(folder).relative_to(root).parts
         for name in files:
             try:
                 info = os.lstat(Path(folder) / name)
@@ -380,7 +378,7 @@ def drop_checkpoints(path: Path, keep: str) -> None:
     training), ``none`` removes them. A finished run needs none of them: its model is saved beside them."""
     from cselab.train.checkpoint import list_checkpoints
 
-    folder = path / "checkpoints"
+    folder = path / CHECKPOINTS
     if keep == "all" or not folder.is_dir():
         return
     if keep == "none":

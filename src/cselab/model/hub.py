@@ -13,10 +13,11 @@ from pathlib import Path
 from cselab.errors import CselabError
 from cselab.model.card import write_card
 from cselab.model.files import CSELAB_CONFIG
+from cselab.run_files import CHECKPOINTS, KEPT_DIR, LOCK
 from cselab.sources import hub_offline
 
 # A training run's directory holds more than its final model: these stay local.
-NOT_UPLOADED = ["checkpoints/*", "best-*/*", ".cselab-train.lock", "*.tmp", "*.part"]
+NOT_UPLOADED = [f"{CHECKPOINTS}/*", f"{KEPT_DIR.format(metric='*')}/*", LOCK, "*.tmp", "*.part"]
 
 
 class PushError(CselabError, RuntimeError):

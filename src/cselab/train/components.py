@@ -12,13 +12,13 @@ from dataclasses import dataclass, fields
 from cselab.config import Config
 from cselab.data.corpus import corpus_fingerprint
 from cselab.hardware import PrecisionChoice
+from cselab.run_files import METRICS
 from cselab.train.geometry import GeometryProbe
 from cselab.train.live_logs import LiveLogs
 from cselab.train.metrics import MetricsLog, Sinks
 from cselab.train.optimizer import OptimizerStep, gradient_scaler, make_optimizer
 from cselab.train.parts import RunParts
 from cselab.train.process import Process
-from cselab.train.run_dir import METRICS
 from cselab.train.run_state import EncoderWeights, HeadWeights, LoaderPosition, RngStreams, RunClock, Stateful
 from cselab.train.selection import ModelSelection
 from cselab.train.selection_setup import model_selection

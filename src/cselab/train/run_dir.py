@@ -12,13 +12,9 @@ from pathlib import Path
 
 from cselab.config import Config
 from cselab.errors import ConfigError
+from cselab.run_files import BEST_MODEL, CHECKPOINTS, KEPT_DIR, LOCK, METRICS, RUN_CONFIG
 from cselab.train import checkpoint as ckpt
 from cselab.train.distributed import from_main, gather_objects
-from cselab.train.selection import BEST_MODEL, KEPT_DIR
-
-RUN_CONFIG = "train_config.json"  # the resolved recipe (config.json is the saved model's own)
-METRICS = "metrics.jsonl"
-LOCK = ".cselab-train.lock"
 
 
 @contextlib.contextmanager
@@ -45,7 +41,7 @@ def open_run(process, config: Config, resume: bool) -> Iterator[Path | None]:
                     error = exc
             yield shared_resume_point(process, latest, error)
     except BaseException:
-        if created is not None and not ckpt.list_checkpoints(out_dir / "checkpoints"):
+        if created is not None and not ckpt.list_checkpoints(out_dir / CHECKPOINTS):
             shutil.rmtree(created, ignore_errors=True)
         raise
 
@@ -64,7 +60,7 @@ def shared_resume_point(process, latest: Path | None, error: BaseException | Non
         raise error
     if name is None:
         return None
-    path = process.out_dir / "checkpoints" / name
+    path = process.out_dir / CHECKPOINTS / name
     missing = None if process.main else _missing_files(path)
     problems = [(rank, what) for rank, what in enumerate(gather_objects(missing)) if what]
     if problems:
@@ -156,7 +152,7 @@ def _is_stale(holder: dict) -> bool:
 
 
 def _open_run(out_dir: Path, config: Config, resume: bool) -> Path | None:
-    checkpoint_dir = out_dir / "checkpoints"
+    checkpoint_dir = out_dir / CHECKPOINTS
     out_dir.mkdir(parents=True, exist_ok=True)
     latest = ckpt.latest_valid_checkpoint(checkpoint_dir) if resume else None
     if latest is None:

@@ -8,6 +8,7 @@ import torch
 
 from cselab.config import TrainConfig
 from cselab.errors import TrainingError
+from cselab.run_files import CHECKPOINTS
 from cselab.train.checkpoint import CheckpointDir, CheckpointWriter
 from cselab.train.components import RunComponents
 from cselab.train.distributed import from_main
@@ -25,7 +26,7 @@ class Checkpointing:
     def __init__(self, process: Process, train: TrainConfig, manifest: dict, writer: CheckpointWriter):
         self.process, self.manifest, self.writer = process, manifest, writer
         self.steps, self.seconds = train.save_steps, train.save_minutes * 60
-        self.directory = CheckpointDir(process.out_dir / "checkpoints", train.keep_checkpoints)
+        self.directory = CheckpointDir(process.out_dir / CHECKPOINTS, train.keep_checkpoints)
         self.last_save = time.monotonic()
 
     def due(self, step: int, last: bool, window: bool) -> bool:

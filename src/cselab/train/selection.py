@@ -26,13 +26,11 @@ from pathlib import Path
 from cselab.evaluate.dev import DEV_METRICS, DevMetric, metric_class, metric_key
 from cselab.model.encoder import SentenceEncoder
 from cselab.model.files import CSELAB_CONFIG
+from cselab.run_files import BEST_MODEL
 from cselab.train.checkpoint import write_json_atomic
 from cselab.train.validation import ValidationMlm
 
 log = logging.getLogger(__name__)
-
-BEST_MODEL = "best_model.json"  # written after the best model's files: absent = that save was cut short
-KEPT_DIR = "best-{metric}"  # a further metric's best model: OUTPUT_DIR/best-transfer_dev/
 
 
 @DEV_METRICS.register("val_mlm_loss", "validation MLM loss on held-out lines: picks an MLM-only run's model itself")

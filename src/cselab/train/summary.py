@@ -8,6 +8,7 @@ from cselab.config import Config
 from cselab.evaluate.dev import metric_key
 from cselab.hardware import PrecisionChoice
 from cselab.model.card import write_run_cards
+from cselab.run_files import SUMMARY
 from cselab.train.checkpoint import write_json_atomic
 from cselab.train.components import RunComponents
 from cselab.train.metrics import SLOW_LOADER, loader_hint
@@ -20,7 +21,7 @@ def summarize(process: Process, config: Config, parts: RunParts, run: RunCompone
     """The run summary (written to summary.json by the main process). Re-running a finished run
     changes nothing: its summary is read back as it was written when it finished."""
     position, clock, total = run.position, run.clock, len(parts.plan)
-    if position.resumed_from >= total and (finished := _finished_summary(process.out_dir / "summary.json")):
+    if position.resumed_from >= total and (finished := _finished_summary(process.out_dir / SUMMARY)):
         return finished
     seconds = clock.train_seconds
     summary = {
@@ -47,7 +48,7 @@ def summarize(process: Process, config: Config, parts: RunParts, run: RunCompone
     if summary["loader_wait"] is not None and summary["loader_wait"] > SLOW_LOADER:
         process.say(loader_hint(summary["loader_wait"]))
     if process.main:
-        write_json_atomic(process.out_dir / "summary.json", summary)
+        write_json_atomic(process.out_dir / SUMMARY, summary)
         write_run_cards(process.out_dir)  # the saved models' cards gain the training cost and the selection
     # Every process leaves together: a launcher stops the others as soon as one exits with a status
     # other than 0 (torchrun does on 3, a run stopped early), which could cut the main one's writing short.
