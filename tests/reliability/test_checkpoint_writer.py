@@ -227,20 +227,27 @@ def test_asynchronous_and_synchronous_checkpoints_hold_the_same_tensors(tmp_path
     assert losses["async"] == losses["sync"]
 
 
-def test_two_processes_save_by_time_at_the_same_steps(tmp_path, corpus_file):
-    """Under torchrun (gloo), a clock that is always late: both processes save at every log window
-    (one would otherwise wait in the checkpoint's gather for the other: a hang, then the timeout)."""
+def train_two_processes(tmp_path, corpus_file, port: int, **settings) -> Path:
+    """Six steps of a tiny BERT under torchrun (gloo), two processes; returns the output directory."""
     out = tmp_path / "run"
     settings = {"model.from_config": json.dumps(TINY_BERT), "optim.batch_size": 4, "train.precision": "fp32",
-                "train.eval_steps": 0, "train.save_steps": 0, "train.save_minutes": 1e-9, "train.log_steps": 2,
-                "train.keep_checkpoints": 5}
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29561",
+                **settings}
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={port}",
                "-m", "cselab.cli", "train", "--corpus", str(corpus_file), "--output-dir", str(out), "--max-steps", "6"]
     for key, value in settings.items():
         command += ["--set", f"{key}={value}"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CSELAB_CACHE": str(tmp_path / "cache")}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def test_two_processes_save_by_time_at_the_same_steps(tmp_path, corpus_file):
+    """Under torchrun (gloo), a clock that is always late: both processes save at every log window
+    (one would otherwise wait in the checkpoint's gather for the other: a hang, then the timeout)."""
+    out = train_two_processes(tmp_path, corpus_file, 29561, **{
+        "train.eval_steps": 0, "train.save_steps": 0, "train.save_minutes": 1e-9, "train.log_steps": 2,
+        "train.keep_checkpoints": 5})
     assert checkpoint_steps(out) == [2, 4, 6]
     assert len(ckpt.read_state(ckpt.list_checkpoints(out / "checkpoints")[-1])["components"]["rng"]["ranks"]) == 2
 
@@ -248,15 +255,7 @@ def test_two_processes_save_by_time_at_the_same_steps(tmp_path, corpus_file):
 def test_two_processes_evaluate_at_steps_between_log_windows(tmp_path, corpus_file, stsb_dev_dir):
     """Only the main process has the dev data; an evaluation at a step that closes no log window (3 with
     log_steps 2) is still every process's decision (the others once waited alone in a collective)."""
-    out = tmp_path / "run"
-    settings = {"model.from_config": json.dumps(TINY_BERT), "optim.batch_size": 4, "train.precision": "fp32",
-                "train.eval_steps": 3, "train.log_steps": 2, "train.save_steps": 0, "train.dist_timeout_minutes": 1,
-                "data.dev_dir": str(stsb_dev_dir)}
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29562",
-               "-m", "cselab.cli", "train", "--corpus", str(corpus_file), "--output-dir", str(out), "--max-steps", "6"]
-    for key, value in settings.items():
-        command += ["--set", f"{key}={value}"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "CSELAB_CACHE": str(tmp_path / "cache")}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    out = train_two_processes(tmp_path, corpus_file, 29562, **{
+        "train.eval_steps": 3, "train.log_steps": 2, "train.save_steps": 0, "train.dist_timeout_minutes": 1,
+        "data.dev_dir": str(stsb_dev_dir)})
     assert [r["step"] for r in metric_records(out) if "stsb_dev" in r] == [3, 6]
