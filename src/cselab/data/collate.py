@@ -17,7 +17,7 @@ from cselab.data.masking import MaskedBatch, MlmMasking
 from cselab.data.step_dataset import StepItem
 from cselab.data.token_cache import SentenceTokenizer
 from cselab.data.views import StepViews, ViewBuilder, step_seed
-from cselab.losses.base import VIEW_ROLES, is_field_role
+from cselab.losses.base import ON_DEMAND, VIEW_ROLES
 
 MASKING_ROLE = 5  # step_seed role of the MLM masks (0-4 and 10+ are the views'; 1000 + rank other processes')
 
@@ -68,11 +68,10 @@ class Collator:
         self.tokenize, self.cached = tokenize, cached
         self.view_builder = view_builder
         self.encode_views = encode_views
-        self.reads = reads  # the input fields some term needs or wants: a role only read on demand is made then
         # The roles' functions themselves (not their names): a data-loader worker started by spawn has
         # only what was pickled with the collator, not the registrations made in the parent process.
-        self.roles = [(role, VIEW_ROLES.get(role)) for role in VIEW_ROLES
-                      if is_field_role(role) or role in reads]
+        # ``reads``: the input fields some term needs or wants; a role made on demand is made when read.
+        self.roles = [(role, VIEW_ROLES.get(role)) for role in VIEW_ROLES if role not in ON_DEMAND or role in reads]
         self.masking = masking
         self.masking_role = masking_role(rank)
 
@@ -94,7 +93,7 @@ class Collator:
             texts, roles = [], {}
             lines: list[int | None] = []
             for role, make_texts in self.roles:  # the roles' rows in their declared order (losses/base.py)
-                rows = make_texts(views, self.reads)
+                rows = make_texts(views)
                 if rows is not None:
                     roles[role] = slice(len(texts), len(texts) + len(rows))
                     texts.extend(rows)

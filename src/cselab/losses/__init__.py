@@ -79,6 +79,11 @@ class Objective(nn.Module):
         self.wants = frozenset().union(*(term.wants for term in terms))
 
     @property
+    def mlm_term(self) -> LossTerm | None:
+        """The term that predicts masked tokens (it declares ``masked`` in ``needs``), if any."""
+        return next((term for term in self.terms if "masked" in term.needs), None)
+
+    @property
     def encodes_views(self) -> bool:
         """Whether some term reads the contrastive views' embeddings (MLM alone does not)."""
         return bool(self.needs - {"masked"})

@@ -122,53 +122,54 @@ LOSSES: Registry[LossTerm] = Registry("loss")
 
 
 #: The view roles, in the collator's row order (registration order, also when iterated): a role's
-#: name and the function that gives its texts, ``(views, reads) -> list[str] | None``: ``views`` the
-#: step's views (``data/views.py:StepViews``), ``reads`` the input fields some term needs or wants;
-#: one text per anchor, or None on a step without the role (the same answer on every process: each
-#: role's rows are gathered across processes). The package's roles are the fields of ``LossInputs``
-#: marked as views; a role added from outside (``@register_view_role``) is read as ``inputs.NAME``,
-#: and made only on steps where some term reads it.
+#: name and the function that gives its texts, ``(views) -> list[str] | None``: ``views`` the step's
+#: views (``data/views.py:StepViews``); one text per anchor, or None on a step without the role (the
+#: same answer on every process: each role's rows are gathered across processes). The package's
+#: roles are the fields of ``LossInputs`` marked as views; a role added from outside
+#: (``@register_view_role``) is read as ``inputs.NAME``. A role in ``ON_DEMAND`` is made only when
+#: some term needs or wants it (each row costs an encoder pass).
 VIEW_ROLES: Registry[list[str] | None] = Registry("view role", ordered=True)
+ON_DEMAND: set[str] = set()
 _FIELD_ROLES = tuple(f.name for f in fields(LossInputs) if f.metadata.get("view"))
 
 
-def register_view_role(name: str, description: str) -> Callable:
-    """``@register_view_role("name", "one line")`` on ``texts(views, reads) -> list[str] | None``: a new
-    role of the step's encoded rows (after the package's own, in the order of registration)."""
-    if name in {f.name for f in fields(LossInputs)} - set(_FIELD_ROLES) or hasattr(LossInputs, name):
+def register_view_role(name: str, description: str, on_demand: bool = True) -> Callable:
+    """``@register_view_role("name", "one line")`` on ``texts(views) -> list[str] | None``: a new role of
+    the step's encoded rows (after the package's own, in the order of registration); ``on_demand``:
+    made only on runs where some term reads it."""
+    if name not in _FIELD_ROLES and (name in {f.name for f in fields(LossInputs)} or hasattr(LossInputs, name)):
         raise ValueError(f"view role {name!r}: the name of a LossInputs attribute")
+    if on_demand:
+        ON_DEMAND.add(name)
     return VIEW_ROLES.register(name, description)
-
-
-def is_field_role(name: str) -> bool:
-    """A role of the package (a field of ``LossInputs``), made on every step its views give it."""
-    return name in _FIELD_ROLES
 
 
 # The package's roles, in the fields' order (functions, not lambdas: the collator holding them is
 # pickled into data-loader workers).
-@VIEW_ROLES.register("anchor", "the anchor texts as encoded (augmented when views.anchor is set)")
-def _anchor_texts(views, reads: frozenset[str]) -> list[str]:
+@register_view_role("anchor", "the anchor texts as encoded (augmented when views.anchor is set)", on_demand=False)
+def _anchor_texts(views) -> list[str]:
     return views.anchors
 
 
-@VIEW_ROLES.register("positive", "each anchor's positive; the anchor again (a dropout view) without views.positive")
-def _positive_texts(views, reads: frozenset[str]) -> list[str]:
+@register_view_role("positive", "each anchor's positive; the anchor again (a dropout view) without views.positive",
+                    on_demand=False)
+def _positive_texts(views) -> list[str]:
     return views.positives if views.positives is not None else views.anchors
 
 
-@VIEW_ROLES.register("negative", "each anchor's hard negative, on steps with them")
-def _negative_texts(views, reads: frozenset[str]) -> list[str] | None:
+@register_view_role("negative", "each anchor's hard negative, on steps with them", on_demand=False)
+def _negative_texts(views) -> list[str] | None:
     return views.negatives
 
 
-@VIEW_ROLES.register("negative_positive", "the hard negatives again, their own dropout view (UNA's 4N NT-Xent)")
-def _negative_again_texts(views, reads: frozenset[str]) -> list[str] | None:
-    return views.negatives if "negative_positive" in reads else None
+@register_view_role("negative_positive", "the hard negatives again, their own dropout view (UNA's 4N NT-Xent)")
+def _negative_again_texts(views) -> list[str] | None:
+    return views.negatives
 
 
-@VIEW_ROLES.register("label_view", "each anchor's augmented text whose type views.label's labels give (AugCSE)")
-def _label_view_texts(views, reads: frozenset[str]) -> list[str] | None:
+@register_view_role("label_view", "each anchor's augmented text whose type views.label's labels give (AugCSE)",
+                    on_demand=False)
+def _label_view_texts(views) -> list[str] | None:
     return views.label_texts
 
 

@@ -26,7 +26,6 @@ ever unpickled.
 """
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import logging
@@ -253,7 +252,7 @@ def write_snapshot(snap: Snapshot) -> Path:
     """Write a :class:`Snapshot` as ``step-N``: each component's tensors in ``NAME.safetensors``
     (hashed as its bytes are written, and fsynced), ``state.json``, the manifest of digests last; then
     the rename, then the oldest checkpoints beyond ``keep`` removed. Safe to run in a thread of its own."""
-    digests, state = {}, copy.deepcopy(snap.state)
+    digests, state = {}, dict(snap.state)  # only a top-level key (the sparse shapes) is added
     for name, tensors in snap.tensors.items():
         file = f"{name}.safetensors"
         if (snap.tmp / file).exists():  # linked, not written here: read to hash it

@@ -74,16 +74,23 @@ class GeometryProbe:
     def __init__(self, config: Config, encoder: SentenceEncoder, corpus: Sequence[str]):
         self.config, self.encoder, self.corpus = config, encoder, corpus
         self.base: dict = {}
+        self._lines: tuple[list[str], str] | None = None
+
+    def lines(self) -> tuple[list[str], str]:
+        """The probe lines and where they come from, read once (a fresh run measures them twice)."""
+        if self._lines is None:
+            self._lines = probe_lines(self.config, self.corpus)
+        return self._lines
 
     def measure_base(self) -> None:
-        lines, source = probe_lines(self.config, self.corpus)
+        lines, source = self.lines()
         self.base = {"lines": len(lines), "source": source, **measure(self.encoder, lines)} if len(lines) > 1 else {}
 
     def summary(self) -> dict | None:
         """Base and trained figures side by side for summary.json; None when the base was not measured."""
         if not self.base:
             return None
-        lines, source = probe_lines(self.config, self.corpus)
+        lines, source = self.lines()
         return {"lines": self.base["lines"], "source": source,
                 "base": {k: self.base[k] for k in ("alignment", "uniformity")}, "trained": measure(self.encoder, lines)}
 

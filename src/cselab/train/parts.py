@@ -71,7 +71,7 @@ def build_parts(config: Config, device: torch.device, processes: int = 1, rank: 
     head = build_head(config.model.projection, encoder.hidden_size, **config.model.projection_params)
     objective = build_objective(config.objective, term_context(encoder, head, config.views))
     check_views_for(objective, config.views)
-    if any("masked" in term.needs for term in objective.terms):
+    if objective.mlm_term is not None:
         encoder.mlm_head = mlm_head(encoder, config.model)
     if not objective.encodes_views:  # MLM alone never runs them: frozen, as DDP stops on a parameter without gradient
         for unused in (encoder.mlp, head):
@@ -82,7 +82,7 @@ def build_parts(config: Config, device: torch.device, processes: int = 1, rank: 
     encoder.citation = citations.collect(methods, dropout_view=views.positive is None and objective.encodes_views)
     trainable = torch.nn.ModuleList([encoder, head, *objective.terms]).to(device)
     speed_up(encoder, config.train, config.model, device)
-    rates = next((term.masking for term in objective.terms if "masked" in term.needs), None)
+    rates = None if objective.mlm_term is None else objective.mlm_term.masking
     masking = None if rates is None else MlmMasking(encoder.tokenizer, **rates)
     if config.data.packing:
         check_packing(objective, encoder, config, stats)

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from cselab.config import Config
-from cselab.errors import ConfigError
+from cselab.errors import ConfigError, CselabError
 from cselab.run_files import BEST_MODEL, CHECKPOINTS, KEPT_DIR, LOCK, METRICS, RUN_CONFIG
 from cselab.train import checkpoint as ckpt
 from cselab.train.distributed import from_main, gather_objects
@@ -37,7 +37,7 @@ def open_run(process, config: Config, resume: bool) -> Iterator[Path | None]:
             if process.main:
                 try:
                     latest = _open_run(out_dir, config, resume)
-                except (ConfigError, OSError, ValueError) as exc:  # raised on every process below
+                except (CselabError, OSError, ValueError) as exc:  # raised on every process below
                     error = exc
             yield shared_resume_point(process, latest, error)
     except BaseException:

@@ -51,14 +51,15 @@ class HeadWeights:
     stored once: ``aliases`` names what it is tied to."""
 
     def __init__(self, trainable: torch.nn.Module, backbone: torch.nn.Module):
-        self.trainable, self.prefix = trainable, backbone_prefix(trainable, backbone)
-        self.backbone_names = {self.prefix + name for name in backbone.state_dict()}
+        self.trainable = trainable
+        prefix = backbone_prefix(trainable, backbone)
+        self.backbone_names = {prefix + name for name in backbone.state_dict()}
 
     def state_dict(self) -> dict[str, Any]:
-        seen = {tensor.data_ptr(): name for name, tensor in self.trainable.state_dict().items()
-                if name in self.backbone_names}
+        state = self.trainable.state_dict()
+        seen = {tensor.data_ptr(): name for name, tensor in state.items() if name in self.backbone_names}
         tensors, aliases = {}, {}
-        for name, tensor in self.trainable.state_dict().items():
+        for name, tensor in state.items():
             if name in self.backbone_names:
                 continue
             if tensor.data_ptr() in seen:

@@ -35,7 +35,7 @@ class ValidationMlm:
 
     def __init__(self, batches: list[MaskedBatch], forward: StepForward):
         self.batches, self.forward = batches, forward
-        self.term = next(term for term in forward.objective.terms if "masked" in term.needs)
+        self.term = forward.objective.mlm_term
         self.tokens = sum(len(batch.labels) for batch in batches)
 
     @torch.no_grad()
@@ -60,6 +60,6 @@ class ValidationMlm:
 def validation_for(batches: list[MaskedBatch], forward: StepForward, main: bool) -> ValidationMlm | None:
     """The main process's validation (it alone evaluates), when the run holds lines out and has an
     MLM term."""
-    if not main or not batches or not any("masked" in term.needs for term in forward.objective.terms):
+    if not main or not batches or forward.objective.mlm_term is None:
         return None
     return ValidationMlm(batches, forward)
