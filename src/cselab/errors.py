@@ -14,6 +14,16 @@ def single_line(text: str) -> str:
     return _CONTROL.sub(lambda match: repr(match.group())[1:-1], text)
 
 
+def first_line(error: BaseException, limit: int | None = None, empty: str | None = None) -> str:
+    """The first line of ``error``'s message, cut at ``limit`` characters; when it has no message, its
+    class name (or ``empty``)."""
+    text = str(error).strip()
+    if not text:
+        return type(error).__name__ if empty is None else empty
+    line = text.splitlines()[0]
+    return line if limit is None else line[:limit]
+
+
 class CselabError(Exception):
     """The base of every error that is the user's input, not a bug: the command line prints its message
     as one line and exits 2 (anything else is shown with its traceback). Each subclass also derives

@@ -14,6 +14,8 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from cselab.errors import first_line
+
 EXAMPLES = [
     "The happy young man quickly bought a new car, but he did not drive it to the old city.",
     "She has visited Paris twice and she really loves the small cafes near the river.",
@@ -56,7 +58,7 @@ def example_row(name: str, cache_dir: Path) -> tuple[str, str, str]:
             augmenter.fit(EXAMPLES)
             outputs = augmenter.augment(EXAMPLES, 0)
     except Exception as exc:  # noqa: BLE001 - any failure is reported in the table, not hidden
-        return tag, "", f"*unavailable here: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}*"
+        return tag, "", f"*unavailable here: {type(exc).__name__}: {first_line(exc, empty='')}*"
     tag = augmenter.tag  # a composition's: that of its parts
     for before, after in zip(EXAMPLES, outputs, strict=True):
         if after != before:

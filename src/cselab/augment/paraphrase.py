@@ -19,6 +19,7 @@ import random
 from typing import Any, ClassVar
 
 from cselab.augment.base import Augmenter, AugmenterUnavailable, check_positive_int, register_augmenter, sentence_seed
+from cselab.errors import first_line
 
 DEFAULT_MODEL = "tuner007/pegasus_paraphrase"
 PICKS = ("first", "random")
@@ -35,7 +36,7 @@ def load_seq2seq(name_or_path: str, device: str = "cpu"):
     except (OSError, ValueError) as exc:
         raise AugmenterUnavailable(
             f"paraphrase model {name_or_path!r} could not be loaded ({type(exc).__name__}: "
-            f"{str(exc).splitlines()[0][:200]}); a Hub name needs the Hugging Face Hub, otherwise pass a local "
+            f"{first_line(exc, 200)}); a Hub name needs the Hugging Face Hub, otherwise pass a local "
             f"directory with model=...") from exc
     return tokenizer, model.to(device).eval()
 

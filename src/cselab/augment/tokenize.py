@@ -18,6 +18,8 @@ import functools
 import re
 from dataclasses import dataclass
 
+from cselab.errors import first_line
+
 _TOKEN = re.compile(r"\[[A-Z]{2,10}\]|\w+(?:['’\-.]\w+)*|[^\w\s]+")
 _WORD = re.compile(r"[^\W\d_]")  # a token with at least one letter
 # No space before closing punctuation; no space after opening brackets or currency signs.
@@ -143,5 +145,5 @@ def load_splitter(name_or_path: str, placeholders: tuple[str, ...]) -> SubwordSp
         tokenizer = AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError) as exc:
         raise ValueError(f"tokenizer {name_or_path!r} could not be loaded ({type(exc).__name__}: "
-                         f"{str(exc).splitlines()[0][:200] if str(exc) else ''})") from None
+                         f"{first_line(exc, 200, empty='')})") from None
     return SubwordSplitter(tokenizer, placeholders)

@@ -12,7 +12,7 @@ import yaml
 
 from cselab.config.schema import Config, _build, _number
 from cselab.config.validation import validate
-from cselab.errors import ConfigError, counted
+from cselab.errors import ConfigError, counted, first_line
 from cselab.registry import shown
 
 RECIPE_DIR = Path(__file__).parent.parent / "recipes"
@@ -71,7 +71,7 @@ def safe_yaml(text: str, source: str):
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: invalid YAML: {str(exc).splitlines()[0]}") from None
+        raise ConfigError(f"{source}: invalid YAML: {first_line(exc)}") from None
     except YAML_VALUE_ERRORS as exc:
         raise ConfigError(f"{source}: invalid YAML value ({type(exc).__name__}: {exc})") from None
 

@@ -197,11 +197,6 @@ def text_encoding(path: Path) -> str:
     return sniff_encoding(head, path)
 
 
-def is_utf16(path: Path) -> bool:
-    """Whether the (decompressed) file starts with a UTF-16 byte-order mark (Windows' "Unicode")."""
-    return text_encoding(path) == "utf-16"
-
-
 def _utf16_lines(handle) -> Iterator[bytes]:
     """The lines of a UTF-16 stream as UTF-8 bytes, decoded block by block (memory stays flat). A lone
     surrogate passes through (as bytes that are not UTF-8), so the line reader names its line."""

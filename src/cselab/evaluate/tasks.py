@@ -358,9 +358,6 @@ class _FileTask(_Base):
     def files(self) -> list[Path]:
         return [self.path]
 
-    def missing_files(self) -> list[Path]:
-        return [] if self.path.is_file() else [self.path]
-
     @property
     def cache_name(self) -> str:
         # The cache's data key covers the file's bytes; the stem keeps its file name readable.
@@ -491,7 +488,3 @@ def build(names: list[str], data_dir: Path | None, split: str = "test",
         raise formats.MissingDataError(f"{missing[0]}: not found{more}; the SentEval data is missing "
                                        f"({formats.DOWNLOAD_HINT})")
     return tasks
-
-
-STS_TASKS = group_names("sts")  # the papers' STS columns (their mean is "Avg."), derived from the registry
-TRANSFER_TASKS = group_names("transfer")

@@ -143,7 +143,7 @@ def _low_high_jobs(settings: SweepSettings, recipe: str, seed: int, space: list[
     return [trial_job(settings, recipe, seed, params) for params in corner]
 
 
-def requeue_interrupted(study, optuna) -> int:
+def requeue_interrupted(study) -> int:
     """Trials left running by an invocation that stopped (Ctrl-C, a crash) are marked failed and their
     values queued again: the next trial asked for gets them, and its run resumes from its checkpoint."""
     from optuna.trial import TrialState
@@ -242,7 +242,7 @@ def run_search(settings: SweepSettings, trials: int, space: list[Dimension], met
             # A sampler seeded alike in every invocation would draw the first invocation's values again.
             study.sampler = optuna.samplers.TPESampler(seed=seed + len(study.get_trials(deepcopy=False)))
             studies[recipe] = study
-            if requeue_interrupted(study, optuna):
+            if requeue_interrupted(study):
                 say(f"{recipe_label(recipe)}: resuming the trial(s) an earlier invocation left unfinished")
             while len(finished_trials(study)) < trials:
                 trial = study.ask(distributions(space))

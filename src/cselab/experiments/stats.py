@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cselab.evaluate.tasks import STS_TASKS, TRANSFER_TASKS, label
+from cselab.evaluate.tasks import group_names, label
 from cselab.experiments.runs import Run
 
 TEST_NAME = "paired t-test (scipy.stats.ttest_rel, two-sided) over shared seeds"
@@ -114,24 +114,20 @@ def _task_score(name: str) -> Callable[[dict], float | None]:
     return lambda result: number((result.get("tasks", {}).get(name) or {}).get("score"))
 
 
-def _label(name: str, split: str) -> str:
-    return label(name, split)
-
-
 def table_columns(results: list[dict], split: str) -> dict[str, tuple[str, list[Column]]]:
     """The papers' columns that some result has: STS12..SICK-R + Avg., transfer tasks + Avg., align/uniform."""
     present = set().union(*(r.get("tasks", {}).keys() for r in results)) if results else set()
     groups: dict[str, tuple[str, list[Column]]] = {}
-    sts = [n for n in STS_TASKS if n in present]
+    sts = [n for n in group_names("sts") if n in present]  # the registry now: a task registered later too
     if sts:
         groups["sts"] = ("STS: Spearman correlation x100 of cosine similarity (mean ± std over seeds)",
-                         [Column(n, _label(n, split), _task_score(n)) for n in sts]
+                         [Column(n, label(n, split), _task_score(n)) for n in sts]
                          + [Column("avg", "Avg.", lambda r: number(r.get("avg")))])
-    transfer = [n for n in TRANSFER_TASKS if n in present]
+    transfer = [n for n in group_names("transfer") if n in present]
     if transfer:
         what = "test accuracy" if split == "test" else "validation accuracy"
         groups["transfer"] = (f"Transfer tasks: logistic-regression probe {what} in % (mean ± std over seeds)",
-                              [Column(n, _label(n, split), _task_score(n)) for n in transfer]
+                              [Column(n, label(n, split), _task_score(n)) for n in transfer]
                               + [Column("transfer_avg", "Avg.", lambda r: number(r.get("transfer_avg")))])
     if "align" in present:
         groups["align"] = ("Alignment and uniformity (Wang & Isola 2020; lower is better)",

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from cselab import citations
-from cselab.errors import ModelLoadError
+from cselab.errors import ModelLoadError, first_line
 from cselab.hardware import autocast, choose_precision
 from cselab.model.files import (
     declared_length,
@@ -164,7 +164,7 @@ class SentenceEncoder(nn.Module):
             if tokenizer is None:
                 tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(tokenizer_name_or_path))
         except Exception as exc:  # not a local directory, no Hub, corrupt files: the name's fault
-            first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+            first = first_line(exc, 300)
             raise ModelLoadError(f"{tokenizer_name_or_path}: cannot load its tokenizer (for model.from_config): "
                                  f"{first}") from None
         params = dict(model_config)
@@ -177,7 +177,7 @@ class SentenceEncoder(nn.Module):
                         else AutoModel.from_config(config))
             _detach_pooler(backbone, ("pooler.",))  # random weights: nothing to keep
         except Exception as exc:  # any invalid setting of the user's dict (types, sizes, unknown model_type)
-            first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+            first = first_line(exc, 200, empty="")
             raise ModelLoadError(f"model.from_config: cannot build a model from it ({type(exc).__name__}: "
                                  f"{first})") from None
         return cls(backbone, tokenizer, pooler=pooler, mlp=mlp, mlp_only_train=mlp_only_train, max_seq_len=max_seq_len)
@@ -421,7 +421,7 @@ def _load_backbone(name_or_path: str, resolved: str, trust_remote_code: bool):
                                                        trust_remote_code=trust_remote_code,
                                                        **{_dtype_keyword(): torch.float32})
     except Exception as exc:  # whatever the files make transformers or tokenizers raise: the files' fault
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         where = "a local directory" if Path(resolved).exists() else "not a local directory, and the Hugging Face Hub"
         raise ModelLoadError(f"{name_or_path}: cannot load a model ({where}: {first[:300]}); pass a model "
                              f"directory (a Hugging Face or sentence-transformers one) or 'minilm'") from None

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from cselab.errors import ModelLoadError, UnsafeModelError
+from cselab.errors import ModelLoadError, UnsafeModelError, first_line
 from cselab.model.poolers import NEEDS_HIDDEN_STATES, POOLERS
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ def read_json(file: Path, kind: type = dict):
     except OSError as exc:
         raise ModelLoadError(f"{file}: cannot read ({exc.strerror or exc})") from None
     except ValueError as exc:  # invalid JSON or not UTF-8
-        raise ModelLoadError(f"{file}: not valid JSON ({str(exc).splitlines()[0][:200]})") from None
+        raise ModelLoadError(f"{file}: not valid JSON ({first_line(exc, 200)})") from None
     if not isinstance(value, kind):
         raise ModelLoadError(f"{file}: expected a JSON {'object' if kind is dict else 'list'}, "
                              f"got {type(value).__name__}")
@@ -131,7 +131,7 @@ def load_mlp(mlp: nn.Module | None, path: Path) -> None:
         elif mlp_file.is_file():
             mlp.load_state_dict(load_file(str(mlp_file)))
     except (SafetensorError, KeyError, RuntimeError, OSError) as exc:  # corrupt, other keys, other shapes
-        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc, 200)
         raise ModelLoadError(f"{path}: cannot load the MLP weights ({first})") from None
 
 

@@ -10,7 +10,7 @@ import json
 import os
 from pathlib import Path
 
-from cselab.errors import CselabError
+from cselab.errors import CselabError, first_line
 from cselab.model.card import write_card
 from cselab.model.files import CSELAB_CONFIG
 from cselab.run_files import CHECKPOINTS, KEPT_DIR, LOCK
@@ -46,7 +46,7 @@ def push(model_dir: str | os.PathLike, repo_id: str, private: bool = False) -> s
     try:
         validate_repo_id(repo_id)
     except HFValidationError as exc:
-        raise PushError(f"{repo_id}: not a Hub repository id ({str(exc).splitlines()[0][:200]})") from None
+        raise PushError(f"{repo_id}: not a Hub repository id ({first_line(exc, 200)})") from None
     if "/" not in repo_id:
         raise PushError(f"{repo_id}: give the repository as OWNER/NAME (your user or organisation name first)")
     if hub_offline():
@@ -64,6 +64,6 @@ def push(model_dir: str | os.PathLike, repo_id: str, private: bool = False) -> s
         api.upload_folder(repo_id=repo_id, folder_path=str(path), repo_type="model", ignore_patterns=NOT_UPLOADED,
                           commit_message=f"cselab push of {path.resolve().name}")
     except Exception as exc:  # noqa: BLE001 - no network, refused token, no rights: all the Hub's answer, one line
-        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc, 300)
         raise PushError(f"{repo_id}: the Hub could not be reached or refused the upload ({first})") from None
     return str(url)

@@ -42,7 +42,7 @@ import torch
 from safetensors.torch import load_file
 
 from cselab.config import Config
-from cselab.errors import CselabError
+from cselab.errors import CselabError, first_line
 
 log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
@@ -349,7 +349,7 @@ class CheckpointWriter:
             self._thread = None
         error, self._error = self._error, None
         if error is not None:
-            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            first = first_line(error)
             raise CheckpointError(f"{self._writing}: writing the checkpoint failed ({first}); "
                                   f"the previous checkpoint is still the resume point") from error
 
