@@ -5,11 +5,11 @@
 A BERT-base-shaped encoder (12 layers x 768, BERT's 30,522-token vocabulary; from its config, random
 weights) with AdamW state after one update (the moments of the word embeddings zero in the rows of
 tokens never seen, as in a real run, so their sparse storage is exercised), checkpointed as the
-loop does (cselab.train.checkpoint: snapshot, then the writer). For each save: the time the loop is
-held (synchronous: the whole write; background: the host copy, plus any wait for the previous
-write), and for the background writer the time until the checkpoint is on disk. The loop is
-not training between saves here, so those times are the writer's alone; on a CPU a real loop
-shares its cores with the writer while it writes.
+loop does (the run's components' states, cselab.train.checkpoint: snapshot, then the writer). For
+each save: the time the loop is held (synchronous: the whole write; background: the host copy, plus
+any wait for the previous write), and for the background writer the time until the checkpoint is on
+disk. The loop is not training between saves here, so those times are the writer's alone; on a CPU
+a real loop shares its cores with the writer while it writes.
 """
 from __future__ import annotations
 
@@ -25,6 +25,8 @@ from _common import write_results
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from cselab.train import checkpoint as ckpt  # noqa: E402
+from cselab.train.optimizer import OptimizerStep  # noqa: E402
+from cselab.train.run_state import EncoderWeights, HeadWeights, RngStreams  # noqa: E402
 
 
 def build(layers: int, hidden: int, device: torch.device, seen_tokens: int):
@@ -48,6 +50,9 @@ def build(layers: int, hidden: int, device: torch.device, seen_tokens: int):
 
 def measure(background: bool, saves: int, model, optimizer, scheduler, directory: Path, device: torch.device) -> dict:
     held, on_disk = [], []
+    # The components a training run saves (train/components.py), less those with a few numbers of state.
+    components = {"encoder": EncoderWeights(model.backbone), "heads": HeadWeights(model, model.backbone),
+                  "optimizer": OptimizerStep(optimizer, scheduler, list(model.parameters()), 1.0), "rng": RngStreams()}
     with ckpt.CheckpointWriter(background) as writer:
         for step in range(1, saves + 1):
             with torch.no_grad():
@@ -57,8 +62,7 @@ def measure(background: bool, saves: int, model, optimizer, scheduler, directory
                 torch.cuda.synchronize(device)
             start = time.perf_counter()
             writer.wait()  # as saving.Checkpointing.save: one host copy at a time
-            states = {"encoder": model.backbone.state_dict(), "optimizer": {"optimizer": optimizer.state_dict(),
-                                                                            "scheduler": scheduler.state_dict()}}
+            states = {name: component.state_dict() for name, component in components.items()}
             writer.save(ckpt.CheckpointDir(directory).snapshot(states, {"step": step, "bench": True}))
             returned = time.perf_counter()
             writer.wait()

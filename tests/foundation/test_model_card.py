@@ -13,6 +13,7 @@ from cselab.cli import main
 from cselab.config import load_config
 from cselab.model.card import hub_base_model, record_results, write_run_cards
 from cselab.model.encoder import SentenceEncoder
+from cselab.run_files import RUN_CONFIG
 from cselab.train.loop import train
 from tests.conftest import TINY_BERT
 
@@ -66,6 +67,13 @@ def test_model_index_holds_the_selected_stsb_dev_score(clear_run, tmp_path):
     assert "the best was 71.2345 at step 2. Before training: 60.50." in card
 
 
+def with_eval_steps(run, every: int) -> None:
+    """The run's config as a run that evaluated every ``every`` steps (the fixture's trains without)."""
+    run_config = json.loads((run / RUN_CONFIG).read_text())
+    run_config["train"]["eval_steps"] = every
+    (run / RUN_CONFIG).write_text(json.dumps(run_config))
+
+
 def test_a_run_selected_on_any_dev_metric_states_its_rule(clear_run, tmp_path):
     """The rule comes from the summary's own label (the dev-metric registry's), for every metric that may
     pick the final model (transfer_dev, sts:PATH, ...), not a finished run called unfinished."""
@@ -76,9 +84,11 @@ def test_a_run_selected_on_any_dev_metric_states_its_rule(clear_run, tmp_path):
     summary.update(selected_by="transfer_dev", selection_label="SST-2 dev + MRPC train CV accuracy",
                    best_transfer_dev=80.25, best_step=3)
     (run / "summary.json").write_text(json.dumps(summary))
+    with_eval_steps(run, 3)
     write_run_cards(run)
     card = (run / "README.md").read_text()
-    assert "SST-2 dev + MRPC train CV accuracy, evaluated every" in card and "the best was 80.25 at step 3." in card
+    assert ("SST-2 dev + MRPC train CV accuracy, evaluated every 3 steps and at the last: the best was 80.25 at "
+            "step 3." in card)
     assert "has not finished" not in card
 
 
@@ -158,7 +168,8 @@ def test_a_further_metrics_best_model_has_its_own_selection_on_its_card(clear_ru
     summary = json.loads((run / "summary.json").read_text())
     summary.update(best_transfer_dev=81.5, best_transfer_dev_step=2)
     (run / "summary.json").write_text(json.dumps(summary))
+    with_eval_steps(run, 2)
     assert kept / "README.md" in write_run_cards(run)
     card = (kept / "README.md").read_text()
-    assert "The best of `transfer_dev` over the evaluations every 0 steps: 81.5 at step 2." in card
+    assert "The best of `transfer_dev` over the evaluations every 2 steps: 81.5 at step 2." in card
     assert "## Training recipe" in card and "cselab-recipe-clear-del-word" in front_matter(card)["tags"]

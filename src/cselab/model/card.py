@@ -223,15 +223,16 @@ class _Card:
 
     def selection(self) -> str:
         s, every = self.summary, (self.run.get("train") or {}).get("eval_steps")
+        cadence = f" every {every} steps" if every else ""  # a run's own config always has it; an edited one may not
         if self.kept_metric is not None:
             value = self.selection_value(self.kept_metric)
-            rule = (f"The best of `{self.kept_metric}` over the evaluations every {every} steps: "
+            rule = (f"The best of `{self.kept_metric}` over the evaluations{cadence}: "
                     f"{value} at step {s.get(f'best_{self.kept_metric}_step', self.marker.get('step'))}.")
         elif s.get("selected_by") == "last_step":
             rule = f"No evaluation picked it: this is the last step's model (step {s.get('steps')})."
         elif s.get("selected_by") is not None:  # any registered dev metric: its label is in the summary
             metric = s["selected_by"]
-            rule = (f"{s.get('selection_label') or metric}, evaluated every {every} steps and at the last: the best "
+            rule = (f"{s.get('selection_label') or metric}, evaluated{cadence} and at the last: the best "
                     f"was {self.selection_value(metric)} at step {s.get('best_step')}.")
             if s.get(f"base_{metric}") is not None:
                 rule += f" Before training: {s[f'base_{metric}']:.2f}."
