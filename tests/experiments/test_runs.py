@@ -78,6 +78,18 @@ def test_list_settings_that_change_no_result_do_not_make_a_variant(tmp_path):
     assert sorted((r.recipe, r.seed) for r in find_runs([tmp_path])) == [("simcse", 1), ("simcse", 2)]
 
 
+def test_a_setting_a_saved_config_lacks_counts_as_its_default(tmp_path):
+    """A run saved before a key existed ran with its default, as resuming counts it: not a variant."""
+    for seed, drop in ((1, True), (2, False)):
+        path = make_run(tmp_path / str(seed), "simcse", seed, 70)
+        config = json.loads((path / "train_config.json").read_text())
+        config["train"]["select_on"] = ["stsb_dev"]  # the default
+        if drop:
+            del config["train"]["select_on"]
+        (path / "train_config.json").write_text(json.dumps(config))
+    assert sorted((r.recipe, r.seed) for r in find_runs([tmp_path])) == [("simcse", 1), ("simcse", 2)]
+
+
 def test_drawn_values_are_named_in_four_digits_unless_that_would_merge_two_settings(tmp_path):
     def runs_with(rates):
         for i, lr in enumerate(rates):

@@ -215,12 +215,18 @@ def label_variants(runs: list[Run]) -> list[Run]:
     """Runs of one recipe trained with different settings (a sweep's --grid) are told apart by the keys that
     differ, e.g. ``simcse lr=1e-05``: the report compares them as separate rows. The seed, the output folder
     and the keys that do not change a result (train.checkpoint.RESUME_SAFE_KEYS) do not count."""
+    from cselab.config import Config
     from cselab.train.checkpoint import RESUME_SAFE_KEYS
 
     ignored = RESUME_SAFE_KEYS | {"train.seed"}
+    defaults = Config().to_dict()
     for recipe in sorted({r.recipe for r in runs}):
         group = [r for r in runs if r.recipe == recipe]
-        flat = [flatten(r.config) for r in group]
+        # A key a run's saved config lacks (saved before the setting existed) counts as its default, as
+        # resuming counts it (checkpoint.config_differences): the same run is no variant of itself.
+        flat = [flatten({section: {**value, **r.config.get(section, {})} if isinstance(value, dict)
+                         else r.config.get(section, value) for section, value in defaults.items()}
+                        | {k: v for k, v in r.config.items() if k not in defaults}) for r in group]
         keys = [k for k in sorted(set().union(*flat)) if _section_key(k) not in ignored
                 and len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1]
         if not keys:
