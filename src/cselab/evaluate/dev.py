@@ -146,6 +146,23 @@ class StsFileDev(_TaskMetric):
         return [self.task.name]
 
 
+@DEV_METRICS.register("val_mlm_loss", "validation MLM loss on held-out lines: picks an MLM-only run's model itself")
+class ValidationLoss(DevMetric):
+    """The MLM loss on the run's held-out lines (``train/validation.py``), lower is better; the loop picks
+    it for an MLM-only objective (STS-B dev says little about a raw encoder), so recipes do not name it.
+    ``validation()``: the scores of the MLM head now, ``val_mlm_loss`` and ``val_mlm_acc``."""
+
+    name, label, higher_is_better = "val_mlm_loss", "validation MLM loss", False
+    needs_senteval, selectable = False, False
+
+    def __init__(self, validation: Callable[[], dict[str, float]]):
+        super().__init__(None)
+        self.validation = validation
+
+    def scores(self, encode: Encode) -> dict[str, float]:
+        return self.validation()  # the MLM head's, not the sentence encoder's
+
+
 @DEV_METRICS.register("transfer_dev", "SST-2 dev + MRPC train-CV accuracy, fast probes (AugCSE's second metric)")
 class TransferDev(DevMetric):
     """The transfer tasks' dev scores, as ``cselab eval --split dev --tasks transfer --transfer-mode

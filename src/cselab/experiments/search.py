@@ -41,12 +41,11 @@ STUDY_FILE = "search.db"
 SEARCH_FILE = "search.json"
 PRUNE_AFTER = 2  # MedianPruner's n_startup_trials: the first trials set the median, none of them is pruned
 # what a search may optimise: the training loop's in-training selection scores (their direction is the
-# dev-metric registry's, evaluate/dev.py and train/selection.py)
+# dev-metric registry's, evaluate/dev.py)
 SEARCH_METRICS = ("stsb_dev", "val_mlm_loss")
 
 
 def higher_is_better(metric: str) -> bool:
-    import cselab.train.selection  # noqa: F401 - registers val_mlm_loss among the dev metrics
     from cselab.evaluate.dev import DEV_METRICS
 
     return DEV_METRICS.get(metric).higher_is_better

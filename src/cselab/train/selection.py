@@ -28,25 +28,8 @@ from cselab.model.encoder import SentenceEncoder
 from cselab.model.files import CSELAB_CONFIG
 from cselab.run_files import BEST_MODEL
 from cselab.train.checkpoint import write_json_atomic
-from cselab.train.validation import ValidationMlm
 
 log = logging.getLogger(__name__)
-
-
-@DEV_METRICS.register("val_mlm_loss", "validation MLM loss on held-out lines: picks an MLM-only run's model itself")
-class ValidationLoss(DevMetric):
-    """The MLM loss on the run's held-out lines (``train/validation.py``), lower is better; the loop picks
-    it for an MLM-only objective (STS-B dev says little about a raw encoder), so recipes do not name it."""
-
-    name, label, higher_is_better = "val_mlm_loss", "validation MLM loss", False
-    needs_senteval, selectable = False, False
-
-    def __init__(self, validation: ValidationMlm):
-        super().__init__(None)
-        self.validation = validation
-
-    def scores(self, encode) -> dict[str, float]:
-        return self.validation()  # val_mlm_loss and val_mlm_acc (the MLM head, not the sentence encoder)
 
 
 def read_marker(path: Path) -> dict | None:

@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from cselab.config import Config
-from cselab.evaluate.dev import DevMetric, build_metric, find_senteval_dir, metric_class, metric_key
+from cselab.evaluate.dev import DevMetric, ValidationLoss, build_metric, find_senteval_dir, metric_class, metric_key
 from cselab.run_files import KEPT_DIR
 from cselab.train.distributed import from_main
 from cselab.train.metrics import bars_allowed
 from cselab.train.parts import RunParts
 from cselab.train.process import Process, on_main
-from cselab.train.selection import ModelSelection, Tracked, ValidationLoss
+from cselab.train.selection import ModelSelection, Tracked
 from cselab.train.validation import ValidationMlm
 
 
