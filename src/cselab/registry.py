@@ -14,9 +14,10 @@ T = TypeVar("T")
 class Registry(Generic[T]):
     """A mapping from a name to a factory, with a one-line description per entry."""
 
-    def __init__(self, kind: str, ordered: bool = False):
+    def __init__(self, kind: str, ordered: bool = False, base: type | None = None):
         self.kind = kind
         self.ordered = ordered  # names() in registration order (where the order means something: view roles)
+        self.base = base  # every entry must be a subclass of it (augmenters, losses), checked as it registers
         self._factories: dict[str, Callable[..., T]] = {}
         self._descriptions: dict[str, str] = {}
 
@@ -24,6 +25,9 @@ class Registry(Generic[T]):
         def decorator(factory: Callable[..., T]) -> Callable[..., T]:
             if name in self._factories:
                 raise ValueError(f"{self.kind} {name!r} is registered twice")
+            if self.base is not None and not (isinstance(factory, type) and issubclass(factory, self.base)):
+                raise TypeError(f"{self.kind} {name!r}: {getattr(factory, '__name__', factory)} must subclass "
+                                f"{self.base.__module__}.{self.base.__qualname__}")
             self._factories[name] = factory
             doc = description or (factory.__doc__ or "").strip().splitlines()[0:1]
             self._descriptions[name] = doc if isinstance(doc, str) else (doc[0] if doc else "")

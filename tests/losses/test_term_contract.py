@@ -72,13 +72,12 @@ def test_a_masked_term_without_masking_rates_is_a_config_error(registered):
         check_objective([{"name": "test_masked_no_rates"}])
 
 
-def test_a_plain_module_is_refused_by_name(registered):
-    @registered("test_plain_module")
-    class Plain(nn.Module):
-        needs = frozenset({"anchor"})
-
-    with pytest.raises(ConfigError, match=r"objective\[0\].name: .*LossTerm"):
-        check_objective([{"name": "test_plain_module"}])
+def test_a_plain_module_is_refused_by_name_as_it_registers():
+    with pytest.raises(TypeError, match=r"loss 'test_plain_module': Plain must subclass cselab.losses.base.LossTerm"):
+        @LOSSES.register("test_plain_module", "an nn.Module, not a LossTerm")
+        class Plain(nn.Module):
+            needs = frozenset({"anchor"})
+    assert "test_plain_module" not in LOSSES
 
 
 def test_parameters_are_checked_against_the_constructor(registered):

@@ -241,3 +241,11 @@ def test_a_plugin_loss_with_a_bad_parameter_fails_before_training(plugin):
         load_config("simcse", ["objective=[{name: infonce}, {name: plugin_align, power: fast}]"])
     with pytest.raises(ConfigError, match=r"objective\[0\] \(plugin_align\): power must be > 0"):
         load_config("simcse", ["objective=[{name: plugin_align, power: 0}]"])
+
+
+def test_an_augmenter_that_is_no_augmenter_class_is_refused_as_it_registers():
+    with pytest.raises(TypeError, match=r"augmenter 'a_function': make must subclass cselab.augment.base.Augmenter"):
+        @AUGMENTERS.register("a_function", "a function, not an Augmenter")
+        def make():
+            return None
+    assert "a_function" not in AUGMENTERS

@@ -71,7 +71,7 @@ class Augmenter:
         return None
 
 
-AUGMENTERS: Registry[Augmenter] = Registry("augmenter")
+AUGMENTERS: Registry[Augmenter] = Registry("augmenter", base=Augmenter)
 
 A = TypeVar("A", bound=type)
 
@@ -82,8 +82,6 @@ class AugmenterUnavailable(CselabError, RuntimeError):
 
 def register_augmenter(cls: A) -> A:
     """Class decorator: register ``cls`` under ``cls.name`` with ``cls.description``."""
-    if not issubclass(cls, Augmenter):
-        raise TypeError(f"augmenter {cls.__name__}: must subclass cselab.augment.base.Augmenter")
     if getattr(cls, "tag", None) not in TAGS:  # a class being registered: the attribute may be missing
         raise ValueError(f"augmenter {cls.__name__}: tag must be one of {TAGS}, not {getattr(cls, 'tag', None)!r}")
     AUGMENTERS.register(cls.name, cls.description)(cls)

@@ -118,7 +118,7 @@ class LossTerm(nn.Module):
 
 
 #: The loss terms by name; each module of this package registers its own on import.
-LOSSES: Registry[LossTerm] = Registry("loss")
+LOSSES: Registry[LossTerm] = Registry("loss", base=LossTerm)
 
 
 #: The view roles, in the collator's row order (registration order, also when iterated): a role's
