@@ -8,11 +8,6 @@ import pytest
 from cselab import cli
 
 
-@pytest.fixture
-def saved_model(tiny_encoder, tmp_path):
-    return tiny_encoder.save(tmp_path / "tiny-model")
-
-
 def test_eval_writes_json_with_avg_and_markdown(saved_model, senteval_dir, tmp_path, capsys):
     out = tmp_path / "results" / "eval.json"
     code = cli.main(["eval", str(saved_model), "--tasks", "all", "--data-dir", str(senteval_dir), "--json", str(out),

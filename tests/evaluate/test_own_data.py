@@ -21,11 +21,6 @@ def _pairs(n: int = 30, seed: int = 0) -> list[tuple[str, str, float]]:
             for _ in range(n)]
 
 
-@pytest.fixture
-def saved_model(tiny_encoder, tmp_path):
-    return tiny_encoder.save(tmp_path / "tiny-model")
-
-
 def test_pairs_file_formats_agree(tmp_path):
     rows = _pairs()
     tsv = tmp_path / "p.tsv"

@@ -108,11 +108,6 @@ def test_mrpc_features_per_protocol():
     assert pair_features(u, v).shape == (1, 8)
 
 
-@pytest.fixture
-def saved_model(tiny_encoder, tmp_path):
-    return tiny_encoder.save(tmp_path / "tiny-model")
-
-
 def test_eval_names_the_protocol_in_json_and_table(saved_model, senteval_dir, tmp_path, capsys):
     out = tmp_path / "r.json"
     argv = ["eval", str(saved_model), "--tasks", "SST2,MRPC", "--data-dir", str(senteval_dir), "--json", str(out),

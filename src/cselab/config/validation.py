@@ -119,8 +119,8 @@ def _check_wordpiece(model: ModelConfig) -> None:
                           "size); leave it out")
 
 
-# train.report_to's names -> the module each needs (also its pip package).
-REPORT_TO = {"tensorboard": "tensorboard", "wandb": "wandb", "trackio": "trackio"}
+# train.report_to's loggers (train/live_logs.py); each one's module and pip package share its name.
+REPORT_TO = ("tensorboard", "wandb", "trackio")
 
 
 def _check_report_to(names: list) -> None:
@@ -131,10 +131,9 @@ def _check_report_to(names: list) -> None:
     for i, name in enumerate(names):
         if not isinstance(name, str) or name not in REPORT_TO:
             raise ConfigError(f"train.report_to[{i}]: unknown logger {shown(name)} (known: {', '.join(REPORT_TO)})")
-        module = REPORT_TO[name]
-        if module not in sys.modules and importlib.util.find_spec(module) is None:
-            raise ConfigError(f"train.report_to[{i}]: {name} needs the {module} package; install it with "
-                              f"`pip install {module}`")
+        if name not in sys.modules and importlib.util.find_spec(name) is None:
+            raise ConfigError(f"train.report_to[{i}]: {name} needs the {name} package; install it with "
+                              f"`pip install {name}`")
     if len(set(names)) != len(names):
         raise ConfigError(f"train.report_to: names each logger once, got {shown(names)}")
 

@@ -328,10 +328,16 @@ class BaseDevCache:
     def __init__(self, out: Path):
         self.path = Path(out) / BASE_DEV_FILE
         self.entries = read_json(self.path) or {}
+        self.keys: dict[str, str | None] = {}  # job name -> base_model_key (it fingerprints the weights)
+
+    def key(self, job: Job) -> str | None:
+        if job.name not in self.keys:
+            self.keys[job.name] = base_model_key(job.config)
+        return self.keys[job.name]
 
     def known(self, job: Job) -> dict[str, dict[str, float]] | None:
         """train()'s ``base_dev``: {precision: {"stsb_dev": score}} for the job's base model, or None."""
-        key = base_model_key(job.config)
+        key = self.key(job)
         entry = self.entries.get(key) if key else None
         return {precision: {"stsb_dev": item["score"]} for precision, item in entry.items()} if entry else None
 
@@ -339,7 +345,7 @@ class BaseDevCache:
         from cselab.experiments.dev_figures import training_precision
 
         score, precision = (summary or {}).get("base_stsb_dev"), training_precision(summary)
-        key = base_model_key(job.config) if score is not None and precision else None
+        key = self.key(job) if score is not None and precision else None
         if key is None or precision in self.entries.get(key, {}):
             return
         self.entries.setdefault(key, {})[precision] = {"score": score, "measured_by": job.name,

@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 
 from cselab.config import Config
+from cselab.config.validation import REPORT_TO
 from cselab.errors import TrainingError
 
 TENSORBOARD_DIR = "tensorboard"  # <output_dir>/tensorboard: tensorboard --logdir <output_dir>
@@ -102,6 +103,7 @@ class TrackioLog:
 
 
 REPORTERS = {"tensorboard": TensorBoardLog, "wandb": WandbLog, "trackio": TrackioLog}
+assert tuple(REPORTERS) == REPORT_TO  # the names validation accepts are the loggers here
 
 
 class LiveLogError(TrainingError):
