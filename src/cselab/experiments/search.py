@@ -20,17 +20,16 @@ from pathlib import Path
 from cselab.experiments import ExperimentError
 from cselab.experiments.runs import read_metrics, recipe_label, write_json
 from cselab.experiments.sweep import (
-    SWEEP_SETS,
     BaseDevCache,
     Job,
     SweepSettings,
     aggregate,
+    check_varied_key,
     default_evaluator,
     default_trainer,
     describe,
     drop_checkpoints,
     eval_task_names,
-    overrides_set,
     point_job,
     run_job,
     run_overrides,
@@ -85,12 +84,7 @@ def parse_space(specs: list[str], fixed: list[str] = ()) -> list[Dimension]:
             raise ExperimentError(f"--space {key}: LOW must be below HIGH ({parts[0]} >= {parts[1]})")
         if log and low <= 0:
             raise ExperimentError(f"--space {key}: a log scale needs LOW > 0 (got {parts[0]})")
-        if key in {d.key for d in space}:
-            raise ExperimentError(f"--space {key}: given twice")
-        if key in SWEEP_SETS:
-            raise ExperimentError(f"--space {key}: the sweep sets it (use --seeds / --out)")
-        if overrides_set(list(fixed), key):
-            raise ExperimentError(f"--space {key}: also given with --set (a key is either fixed or searched)")
+        check_varied_key("--space", key, {d.key for d in space}, fixed)
         space.append(Dimension(key, low, high, log, low_int and high_int))
     if not space:
         raise ExperimentError("--search needs at least one --space KEY=LOW:HIGH[:log]")

@@ -109,6 +109,18 @@ def parse_seeds(spec: str) -> list[int]:
     return seeds
 
 
+def check_varied_key(option: str, key: str, seen: set[str], overrides: list[str], twice: str = "") -> None:
+    """A key ``--grid`` or ``--space`` varies: once per option, not one the sweep sets, not also fixed
+    with --set (``twice``: how to give it once)."""
+    if key in seen:
+        raise ExperimentError(f"{option} {key}: given twice{twice}")
+    if key in SWEEP_SETS:
+        raise ExperimentError(f"{option} {key}: the sweep sets it (use --seeds / --out)")
+    if overrides_set(list(overrides), key):
+        verb = "varied" if option == "--grid" else "searched"
+        raise ExperimentError(f"{option} {key}: also given with --set (a key is either fixed or {verb})")
+
+
 def parse_grid(specs: list[str], overrides: list[str] = ()) -> list[tuple[str, list[str]]]:
     """``--grid KEY=V1,V2`` options as (key, values); every value is checked later, as a --set of its run."""
     grid: list[tuple[str, list[str]]] = []
@@ -118,12 +130,7 @@ def parse_grid(specs: list[str], overrides: list[str] = ()) -> list[tuple[str, l
         items = [v.strip() for v in values.split(",") if v.strip()]
         if not sep or not key or not items:
             raise ExperimentError(f"--grid {spec!r}: expected KEY=V1,V2,... (e.g. --grid optim.lr=1e-5,3e-5)")
-        if key in {k for k, _ in grid}:
-            raise ExperimentError(f"--grid {key}: given twice (list all its values in one --grid)")
-        if key in SWEEP_SETS:
-            raise ExperimentError(f"--grid {key}: the sweep sets it (use --seeds / --out)")
-        if overrides_set(list(overrides), key):
-            raise ExperimentError(f"--grid {key}: also given with --set (a key is either fixed or varied)")
+        check_varied_key("--grid", key, {k for k, _ in grid}, overrides, " (list all its values in one --grid)")
         if len(set(items)) != len(items):
             raise ExperimentError(f"--grid {key}: a value is listed twice ({values})")
         grid.append((key, items))
