@@ -21,9 +21,12 @@ class Registry(Generic[T]):
         self._factories: dict[str, Callable[..., T]] = {}
         self._descriptions: dict[str, str] = {}
 
-    def register(self, name: str, description: str | None = None) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    def register(self, name: str, description: str | None = None,
+                 replace: bool = False) -> Callable[[Callable[..., T]], Callable[..., T]]:
+        """``@registry.register("name", "one line")`` on a factory; ``replace``: in place of the entry of
+        that name (its position kept), where a name registered twice is otherwise an error."""
         def decorator(factory: Callable[..., T]) -> Callable[..., T]:
-            if name in self._factories:
+            if name in self._factories and not replace:
                 raise ValueError(f"{self.kind} {name!r} is registered twice")
             if self.base is not None and not (isinstance(factory, type) and issubclass(factory, self.base)):
                 raise TypeError(f"{self.kind} {name!r}: {getattr(factory, '__name__', factory)} must subclass "
@@ -67,6 +70,19 @@ class Registry(Generic[T]):
             if wanted:
                 return key, f"expected {wanted}, got {shown(value)}"
         return None
+
+    def snapshot(self) -> tuple[dict, dict]:
+        """The entries as they are now, for :meth:`restore` (a test that registers entries of its own puts
+        the registry back afterwards)."""
+        return dict(self._factories), dict(self._descriptions)
+
+    def restore(self, snapshot: tuple[dict, dict]) -> None:
+        """The entries of ``snapshot`` again, in place (a registry is shared by reference: it stays one object)."""
+        factories, descriptions = snapshot
+        self._factories.clear()
+        self._factories.update(factories)
+        self._descriptions.clear()
+        self._descriptions.update(descriptions)
 
     def describe(self, name: str) -> str:
         return self._descriptions[name]

@@ -12,7 +12,7 @@ def test_example_rows_for_cheap_augmenters(tmp_path):
         assert before and after and before != after, name
 
 
-def test_unavailable_augmenter_gets_a_row_saying_so(tmp_path, monkeypatch):
+def test_unavailable_augmenter_gets_a_row_saying_so(tmp_path):
     from cselab.augment.base import Augmenter, AugmenterUnavailable
 
     load_all()
@@ -23,8 +23,12 @@ def test_unavailable_augmenter_gets_a_row_saying_so(tmp_path, monkeypatch):
         def __init__(self, **params):
             raise AugmenterUnavailable("needs something not installed")
 
-    monkeypatch.setitem(AUGMENTERS._factories, "random_crop", Broken)
-    tag, before, after = example_row("random_crop", tmp_path)
+    saved = AUGMENTERS.snapshot()
+    AUGMENTERS.register("random_crop", Broken.description, replace=True)(Broken)
+    try:
+        tag, before, after = example_row("random_crop", tmp_path)
+    finally:
+        AUGMENTERS.restore(saved)
     assert "unavailable here" in after and "not installed" in after
 
 

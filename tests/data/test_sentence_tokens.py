@@ -80,15 +80,15 @@ def test_collator_tokenises_only_the_texts_an_augmenter_changed(tiny_encoder):
 
 
 def test_mlm_rows_come_from_the_cache(tiny_encoder):
-    from cselab.data.masking import MlmMasking
+    from cselab.losses.masking import MlmMasking
 
     corpus = lines(20, seed=3)
     views, cached, recording = recorded_views("simcse", corpus, tiny_encoder)
     masking = MlmMasking(tiny_encoder.tokenizer)
     indices = [3, 5, 8, 13]
     sentences = [corpus[i] for i in indices]
-    got = Collator(tiny_encoder.tokenize, views, masking=masking, cached=cached)((7, sentences, indices))
-    expected = Collator(tiny_encoder.tokenize, views, masking=masking)((7, sentences))
+    got = Collator(tiny_encoder.tokenize, views, passes={"masked": masking}, cached=cached)((7, sentences, indices))
+    expected = Collator(tiny_encoder.tokenize, views, passes={"masked": masking})((7, sentences))
     assert same(got.features, expected.features) and same(got.masked.features, expected.masked.features)
     assert torch.equal(got.masked.labels, expected.masked.labels) and recording.seen == []
 

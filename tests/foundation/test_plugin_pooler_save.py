@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
+import pytest
 import torch
 
 from cselab.model.encoder import SentenceEncoder
@@ -12,12 +13,19 @@ from cselab.model.poolers import POOLERS
 from tests.conftest import TINY_BERT
 
 
-def test_saving_a_plugin_pooler_warns_that_sentence_transformers_pools_otherwise(monkeypatch, tmp_path, caplog):
+@pytest.fixture
+def max_pooler():
+    saved = POOLERS.snapshot()
+
+    @POOLERS.register("max", "max over tokens")
     def max_pool(hidden_states, mask):
         return hidden_states[-1].masked_fill(~mask.bool().unsqueeze(-1), -1e4).max(1).values
 
-    monkeypatch.setitem(POOLERS._factories, "max", max_pool)
-    monkeypatch.setitem(POOLERS._descriptions, "max", "max over tokens")
+    yield max_pool
+    POOLERS.restore(saved)
+
+
+def test_saving_a_plugin_pooler_warns_that_sentence_transformers_pools_otherwise(max_pooler, tmp_path, caplog):
     torch.manual_seed(0)
     encoder = SentenceEncoder.from_config(TINY_BERT, "minilm", pooler="max", mlp=False)
     with caplog.at_level(logging.WARNING, logger="cselab.model.files"):

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cselab.data.masking import IGNORE, MlmMasking
 from cselab.losses import LOSSES, build_objective
 from cselab.losses.base import LossInputs, MaskedTokens
+from cselab.losses.masking import IGNORE, MlmMasking
 from cselab.model.mlm_head import MlmHead
 
 
@@ -145,7 +145,7 @@ def test_the_collator_masks_the_original_sentences_not_the_views(tiny_encoder):
 
     views = ViewBuilder(ViewsConfig(), ["x", "y"], seed=0)
     views.anchor = views.positive = Deleter()
-    collator = Collator(tiny_encoder.tokenize, views, masking=MlmMasking(tiny_encoder.tokenizer))
+    collator = Collator(tiny_encoder.tokenize, views, passes={"masked": MlmMasking(tiny_encoder.tokenizer)})
     sentences = ["the cat sat on the mat", "a dog ran across the field"]
     batch = collator((0, sentences))
     originals = tiny_encoder.tokenize(sentences)["input_ids"]

@@ -11,16 +11,11 @@ from cselab.losses.base import LossInputs, LossTerm, input_fields
 
 
 @pytest.fixture
-def registered(monkeypatch):
+def registered():
     """A decorator registering a test term under a name for this test only."""
-    def register(name: str):
-        def decorator(cls: type) -> type:
-            monkeypatch.setitem(LOSSES._factories, name, cls)
-            monkeypatch.setitem(LOSSES._descriptions, name, "a test term")
-            return cls
-        return decorator
-
-    return register
+    saved = LOSSES.snapshot()
+    yield lambda name: LOSSES.register(name, "a test term")
+    LOSSES.restore(saved)
 
 
 def test_registry_lives_in_base_and_every_shipped_loss_is_a_term():

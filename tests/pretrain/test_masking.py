@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from cselab.data.masking import IGNORE, MlmMasking, word_continuation_table
+from cselab.losses.masking import IGNORE, MlmMasking, word_continuation_table
 from tests.pretrain.conftest import minilm_tokenizer
 
 # Made-up words that WordPiece cuts into several pieces, and ordinary one-piece words.

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from cselab.data.indexed import IndexedTextCorpus
-from cselab.data.masking import MlmMasking
 from cselab.data.packing import PackedBlocks, PackedCollator, block_tokens
 from cselab.data.split import hold_out
 from cselab.data.token_cache import TokenIds, document_starts, special_frame, token_ids
+from cselab.losses.masking import MlmMasking
 from tests.pretrain.conftest import minilm_tokenizer, write_lines
 
 
@@ -74,7 +74,7 @@ def test_collator_frames_blocks_and_pads_only_the_short_one(tmp_path, tokenizer)
     blocks = PackedBlocks(tokens, np.arange(10), size)
     rows = [blocks[0], blocks[len(blocks) - 1]]
     assert len(rows[1]) < size
-    features = PackedCollator(tokenizer, MlmMasking(tokenizer), seed=0).tensors(rows)
+    features = PackedCollator(tokenizer, {"masked": MlmMasking(tokenizer)}, seed=0).tensors(rows)
     ids, attention = features["input_ids"], features["attention_mask"]
     assert ids.shape == (2, 16)
     assert ids[0].tolist() == [tokenizer.cls_token_id, *rows[0].tolist(), tokenizer.sep_token_id]
@@ -82,9 +82,9 @@ def test_collator_frames_blocks_and_pads_only_the_short_one(tmp_path, tokenizer)
     assert ids[1, :real].tolist() == [tokenizer.cls_token_id, *rows[1].tolist(), tokenizer.sep_token_id]
     assert attention[0].all() and attention[1, :real].all() and not attention[1, real:].any()
     assert (ids[1, real:] == tokenizer.pad_token_id).all()
-    batch = PackedCollator(tokenizer, MlmMasking(tokenizer), seed=0)((7, rows))
+    batch = PackedCollator(tokenizer, {"masked": MlmMasking(tokenizer)}, seed=0)((7, rows))
     assert batch.step == 7 and batch.real_tokens == 16 + real and batch.padded_tokens == 32
-    again = PackedCollator(tokenizer, MlmMasking(tokenizer), seed=0)((7, rows))
+    again = PackedCollator(tokenizer, {"masked": MlmMasking(tokenizer)}, seed=0)((7, rows))
     assert torch.equal(batch.masked.features["input_ids"], again.masked.features["input_ids"])
 
 

@@ -27,7 +27,8 @@ BASELINE = {**RECORDED["runs"], **RECORDED["mlm_baseline"]}
 RECIPES = {"simcse": ("simcse", []), "simcse-gradcache": ("simcse", ["optim.grad_cache_chunk=12"]),
            "simcse-padded": ("simcse", ["model.unpad=false"]), "focal": ("focal", []),
            "una": ("una-infonce", ["views.negative_every=2"]), "una-ntxent": ("una-ntxent", ["views.negative_every=2"]),
-           "augcse-4": ("augcse-4", ["model.projection=bn_mlp"]),  # the head before DiffCSE's diffcse_mlp
+           "augcse-4": ("augcse-4", ["model.projection=bn_mlp", "views.label_sampling=per_step"]),  # the head before
+           # DiffCSE's diffcse_mlp, and label views drawn at every step as when recorded (now: once per sentence)
            # The baseline predates CLEAR's summed L_CL (Eq. 2); the mean form it was recorded with is pinned here.
            "clear-del-word": ("clear-del-word", ["objective=[{name: ntxent, temperature: 0.05}, "
                                                  "{name: mlm, weight: 1.0, probability: 0.15}]"])}

@@ -133,9 +133,8 @@ class Pairs(_Base):
 def plugin(tmp_path, monkeypatch):
     """The module above, imported from tmp_path; every registry it writes to is restored afterwards."""
     load_all()  # the shipped augmenters first: the restored registry must still hold them
-    for registry in (AUGMENTERS, LOSSES, DEV_METRICS, task_registry.TASKS, POOLERS, HEADS, VIEW_ROLES):
-        monkeypatch.setattr(registry, "_factories", dict(registry._factories))
-        monkeypatch.setattr(registry, "_descriptions", dict(registry._descriptions))
+    registries = (AUGMENTERS, LOSSES, DEV_METRICS, task_registry.TASKS, POOLERS, HEADS, VIEW_ROLES)
+    saved = [registry.snapshot() for registry in registries]
     monkeypatch.setattr(task_registry, "_ORDER", list(task_registry._ORDER))
     folder = tmp_path / "plugins"
     folder.mkdir()
@@ -146,6 +145,8 @@ def plugin(tmp_path, monkeypatch):
     yield module
     sys.modules.pop("cselab_test_plugin", None)
     ON_DEMAND.intersection_update(on_demand)  # the set the collator reads: restored in place
+    for registry, snapshot in zip(registries, saved, strict=True):
+        registry.restore(snapshot)
 
 
 def test_a_plugin_module_and_a_recipe_add_an_augmenter_a_loss_a_view_role_a_pooler_a_head_a_metric_and_a_task(

@@ -86,6 +86,9 @@ class ViewsConfig:
     # Augmenters whose type a discriminator predicts (AugCSE); empty = no label view.
     label: list = field(default_factory=list)
     label_params: dict = field(default_factory=dict)
+    # per_sentence: each sentence's augmentation type and text are drawn once and kept in every epoch
+    # (AugCSE's section 4.2); per_step: drawn again at every step (the paper's footnote 6 found it worse).
+    label_sampling: str = "per_sentence"
 
 
 @dataclass
@@ -166,6 +169,7 @@ CHOICES = {
     "model.unpad": ("auto", "true", "false"),
     "data.document_boundaries": ("none", "blank_lines"),
     "optim.schedule": ("linear", "constant"),
+    "views.label_sampling": ("per_sentence", "per_step"),
     "train.precision": ("auto", "fp32", "bf16", "fp16"),
 }
 

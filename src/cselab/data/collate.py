@@ -1,30 +1,28 @@
 """Batches: one padded tensor batch per step.
 
 Every view of a step is tokenised together (dynamic padding) so the encoder runs once per step;
-``roles`` says which rows are anchors, positives, negatives and label views. An objective with an
-MLM term also gets its masked tokens here, so all per-step data work runs in the loader's workers.
-Which sentences a step takes is the plan's (``data/plan.py``), read by ``data/step_dataset.py``. A
-packed pre-training run steps through token blocks instead of sentences, with the same plan and
-batches (``data/packing.py: PackedCollator``).
+``roles`` says which rows are anchors, positives, negatives and label views. The token-level passes
+the objective reads (``losses/base.py: TOKEN_PASSES``, e.g. MLM's masking) make their tokens here too,
+from the step's original sentences, so all per-step data work runs in the loader's workers. Which
+sentences a step takes is the plan's (``data/plan.py``), read by ``data/step_dataset.py``. A packed
+pre-training run steps through token blocks instead of sentences, with the same plan and batches
+(``data/packing.py: PackedCollator``).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
-from cselab.data.masking import MaskedBatch, MlmMasking
+from cselab.data.seeds import step_seed, token_pass_stream
 from cselab.data.step_dataset import StepItem
 from cselab.data.token_cache import SentenceTokenizer
-from cselab.data.views import StepViews, ViewBuilder, step_seed
-from cselab.losses.base import ON_DEMAND, VIEW_ROLES
+from cselab.data.views import StepViews, ViewBuilder
+from cselab.losses.base import ON_DEMAND, VIEW_ROLES, TokenBatch
 
-MASKING_ROLE = 5  # step_seed role of the MLM masks (0-4 and 10+ are the views'; 1000 + rank other processes')
-
-
-def masking_role(rank: int) -> int:
-    """Each process masks its own rows with its own seed (rank 0 keeps the single-process one)."""
-    return MASKING_ROLE if rank == 0 else 1000 + rank
+#: A token pass's collator side (``TokenPass.preparer``): (tokenised sentences, seed) -> its TokenBatch.
+Preparer = Callable[[dict[str, torch.Tensor], int], TokenBatch]
 
 
 @dataclass
@@ -37,10 +35,15 @@ class Batch:
     features: dict[str, torch.Tensor] = field(default_factory=dict)
     roles: dict[str, slice] = field(default_factory=dict)
     labels: torch.Tensor | None = None  # augmentation type per anchor (AugCSE's discriminator)
-    masked: MaskedBatch | None = None  # the MLM term's input
+    tokens: dict[str, TokenBatch] = field(default_factory=dict)  # each token pass's input, by pass name
     views: StepViews | None = None  # the texts behind the rows (for inspection and tests)
     real_tokens: int = 0
     padded_tokens: int = 0
+
+    @property
+    def masked(self) -> TokenBatch | None:
+        """The MLM pass's input (its tokens masked), on steps of a run that masks."""
+        return self.tokens.get("masked")
 
     def pin_memory(self) -> Batch:
         """Page-locked tensors (the loader calls this when training on a GPU): the step's copies to the
@@ -48,22 +51,48 @@ class Batch:
         self.features = {k: v.pin_memory() for k, v in self.features.items()}
         if self.labels is not None:
             self.labels = self.labels.pin_memory()
-        if self.masked is not None:
-            self.masked = MaskedBatch({k: v.pin_memory() for k, v in self.masked.features.items()},
-                                      self.masked.positions.pin_memory(), self.masked.labels.pin_memory())
+        self.tokens = {name: tokens.pin_memory() for name, tokens in self.tokens.items()}
         return self
 
 
+class TokenPasses:
+    """The collator side of a run's token passes: each one's preparer with its own seed stream
+    (``data/seeds.py``), in the run's pass order."""
+
+    def __init__(self, preparers: dict[str, Preparer] | None, seed: int, rank: int = 0):
+        self.seed = seed
+        self.streams = {name: (prepare, token_pass_stream(position, rank))
+                        for position, (name, prepare) in enumerate((preparers or {}).items())}
+
+    def __bool__(self) -> bool:
+        return bool(self.streams)
+
+    def make(self, name: str, features: dict[str, torch.Tensor], seed: int) -> TokenBatch:
+        return self.streams[name][0](features, seed)
+
+    def for_step(self, step: int, features: dict[str, torch.Tensor]) -> dict[str, TokenBatch]:
+        """Every pass's tokens of the step's sentences (``features``: them tokenised)."""
+        return {name: prepare(features, step_seed(self.seed, step, stream))
+                for name, (prepare, stream) in self.streams.items()}
+
+
+def count_tokens(batch: Batch, features: dict[str, torch.Tensor]) -> None:
+    """The real and padded token counts of the features the step's main pass runs on."""
+    mask = features["attention_mask"].numpy()
+    batch.real_tokens, batch.padded_tokens = int(mask.sum()), mask.size
+
+
 class Collator:
-    """Views, tokenisation and MLM masking, in the worker: (step, sentences[, line numbers]) -> Batch.
+    """Views, tokenisation and the token passes, in the worker: (step, sentences[, line numbers]) -> Batch.
 
     ``encode_views``: whether any objective term reads the contrastive views (an MLM-only objective
-    does not); ``masking``: the MLM masker, when a term predicts masked tokens; ``cached``: reads
-    the ids of rows that are corpus lines from the corpus's token cache (given the line numbers).
+    does not); ``passes``: each token pass's preparer by name (``TokenPass.preparer``), for the passes
+    some term reads; ``cached``: reads the ids of rows that are corpus lines from the corpus's token
+    cache (given the line numbers).
     """
 
     def __init__(self, tokenize, view_builder: ViewBuilder, encode_views: bool = True,
-                 masking: MlmMasking | None = None, rank: int = 0, reads: frozenset[str] = frozenset(),
+                 passes: dict[str, Preparer] | None = None, rank: int = 0, reads: frozenset[str] = frozenset(),
                  cached: SentenceTokenizer | None = None):
         self.tokenize, self.cached = tokenize, cached
         self.view_builder = view_builder
@@ -72,17 +101,18 @@ class Collator:
         # only what was pickled with the collator, not the registrations made in the parent process.
         # ``reads``: the input fields some term needs or wants; a role made on demand is made when read.
         self.roles = [(role, VIEW_ROLES.get(role)) for role in VIEW_ROLES if role not in ON_DEMAND or role in reads]
-        self.masking = masking
-        self.masking_role = masking_role(rank)
+        self.passes = TokenPasses(passes, view_builder.seed, rank)
 
     def features(self, texts: list[str], lines: list[int | None] | None) -> dict[str, torch.Tensor]:
         if self.cached is None or lines is None:
             return dict(self.tokenize(texts))
         return self.cached(texts, lines)
 
-    def masked(self, sentences: list[str], seed: int, lines: list[int | None] | None = None) -> MaskedBatch:
-        """The sentences tokenised and masked for the MLM term (its pass reads no views)."""
-        return self.masking(self.features(sentences, lines), seed)
+    def token_batch(self, name: str, sentences: list[str], seed: int,
+                    lines: list[int | None] | None = None) -> TokenBatch:
+        """The sentences tokenised and made into the token pass ``name``'s input with ``seed`` (the held-out
+        lines' validation batches)."""
+        return self.passes.make(name, self.features(sentences, lines), seed)
 
     def __call__(self, item: StepItem) -> Batch:
         step, sentences = item[0], item[1]
@@ -102,15 +132,13 @@ class Collator:
                                      for text, sentence, line in zip(rows, sentences, corpus_lines, strict=True))
             batch.features = self.features(texts, None if corpus_lines is None else lines)
             batch.roles, batch.views = roles, views
-            mask = batch.features["attention_mask"].numpy()
-            batch.real_tokens, batch.padded_tokens = int(mask.sum()), mask.size
+            count_tokens(batch, batch.features)
             if views.labels is not None:
                 batch.labels = torch.tensor(views.labels)
-        if self.masking is not None:
-            # The original sentences (CLEAR augments both contrastive views; MLM reads the originals).
-            batch.masked = self.masked(sentences, step_seed(self.view_builder.seed, step, self.masking_role),
-                                       corpus_lines)
-            if not self.encode_views:  # MLM alone: its pass is the step's only one, its tokens the work done
-                mask = batch.masked.features["attention_mask"].numpy()
-                batch.real_tokens, batch.padded_tokens = int(mask.sum()), mask.size
+        if self.passes:
+            # The original sentences (CLEAR augments both contrastive views; its MLM reads the originals).
+            originals = self.features(sentences, corpus_lines)
+            batch.tokens = self.passes.for_step(step, originals)
+            if not self.encode_views:  # token passes alone: their run is the step's work
+                count_tokens(batch, originals)
         return batch

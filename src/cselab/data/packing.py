@@ -21,10 +21,9 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from cselab.data.collate import Batch, masking_role
-from cselab.data.masking import MaskedBatch, MlmMasking
+from cselab.data.collate import Batch, Preparer, TokenPasses, count_tokens
 from cselab.data.token_cache import TokenIds, padded, special_frame
-from cselab.data.views import step_seed
+from cselab.losses.base import TokenBatch
 
 
 class PackedBlocks(Sequence[np.ndarray]):
@@ -82,26 +81,26 @@ class PackedBlocks(Sequence[np.ndarray]):
 
 
 class PackedCollator:
-    """(step, blocks) -> Batch: each block framed by the tokenizer's special tokens, masked for the
-    MLM term with the step's seed (as ``Collator`` masks sentences)."""
+    """(step, blocks) -> Batch: each block framed by the tokenizer's special tokens, made into each token
+    pass's input (MLM's masks) with the step's seed, as ``Collator`` does with sentences."""
 
-    def __init__(self, tokenizer, masking: MlmMasking, seed: int, rank: int = 0):
-        self.masking, self.seed, self.pad_id = masking, seed, tokenizer.pad_token_id
+    def __init__(self, tokenizer, passes: dict[str, Preparer], seed: int, rank: int = 0):
+        self.seed, self.pad_id = seed, tokenizer.pad_token_id
         self.prefix, self.suffix = special_frame(tokenizer)
-        self.masking_role = masking_role(rank)
+        self.passes = TokenPasses(passes, seed, rank)
 
     def tensors(self, blocks: list[np.ndarray]) -> dict[str, torch.Tensor]:
         return padded([self.prefix + block.tolist() + self.suffix for block in blocks], self.pad_id)
 
-    def masked(self, blocks: list[np.ndarray], seed: int) -> MaskedBatch:
-        return self.masking(self.tensors(blocks), seed)
+    def token_batch(self, name: str, blocks: list[np.ndarray], seed: int) -> TokenBatch:
+        return self.passes.make(name, self.tensors(blocks), seed)
 
     def __call__(self, item: tuple[int, list[np.ndarray]] | tuple[int, list[np.ndarray], np.ndarray]) -> Batch:
         step, blocks = item[0], item[1]  # (the blocks' numbers, when given, are not needed)
-        masked = self.masked(blocks, step_seed(self.seed, step, self.masking_role))
-        attention = masked.features["attention_mask"]
-        return Batch(step=step, num_sentences=len(blocks), masked=masked, real_tokens=int(attention.sum()),
-                     padded_tokens=attention.numel())
+        features = self.tensors(blocks)
+        batch = Batch(step=step, num_sentences=len(blocks), tokens=self.passes.for_step(step, features))
+        count_tokens(batch, features)
+        return batch
 
 
 def block_tokens(tokenizer, max_seq_len: int) -> int:

@@ -10,8 +10,9 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from cselab.augment.base import Augmenter, special_tokens
+from cselab.augment.base import Augmenter, sentence_seed, special_tokens
 from cselab.config import ViewsConfig
+from cselab.data.seeds import WHOLE_RUN, Stream, step_seed
 from cselab.errors import ConfigError
 
 
@@ -22,11 +23,6 @@ class StepViews:
     negatives: list[str] | None = None  # hard negatives, one per anchor
     labels: list[int] | None = None  # augmentation type per anchor (discriminator target)
     label_texts: list[str] | None = None  # augmented texts whose type the labels give
-
-
-def step_seed(seed: int, step: int, role: int) -> int:
-    """A distinct, reproducible seed per (run, step, role), independent of worker scheduling."""
-    return (seed * 1_000_003 + step * 31 + role) % (2**31 - 1)
 
 
 class ViewBuilder:
@@ -42,6 +38,7 @@ class ViewBuilder:
         self.negative = None if views.negative == "none" else _build("negative", views.negative,
                                                                      views.negative_params)
         self.labelers = [_build(f"label_params.{name}", name, views.label_params.get(name, {})) for name in views.label]
+        self.label_sampling = views.label_sampling
         # Corpus-level work before the first step: UNA's TF-IDF, a cache of paraphrases built for the
         # whole corpus. The positives first: UNA + paraphrasing fits its TF-IDF on them too.
         for augmenter in (self.anchor, self.positive, *self.labelers):
@@ -77,32 +74,47 @@ class ViewBuilder:
         return special_tokens(self.anchor, self.positive, self.negative, *self.labelers)
 
     def __call__(self, step: int, sentences: list[str]) -> StepViews:
-        anchors = sentences if self.anchor is None else self.anchor.augment(sentences, step_seed(self.seed, step, 0))
+        anchors = sentences if self.anchor is None else self.anchor.augment(sentences,
+                                                                             step_seed(self.seed, step, Stream.ANCHOR))
         views = StepViews(anchors=anchors)
         if self.positive is not None:
-            positives = self.positive.augment(sentences, step_seed(self.seed, step, 1))
+            positives = self.positive.augment(sentences, step_seed(self.seed, step, Stream.POSITIVE))
             if self.positive_prob < 1:
                 # Rows left out keep the anchor text: their positive is the dropout view.
-                rng = random.Random(step_seed(self.seed, step, 4))
+                rng = random.Random(step_seed(self.seed, step, Stream.POSITIVE_SHARE))
                 positives = [p if rng.random() < self.positive_prob else a
                              for p, a in zip(positives, anchors, strict=True)]
             views.positives = positives
         if self.negative is not None and step % self.negative_every == 0:
-            views.negatives = self.negative.augment(sentences, step_seed(self.seed, step, 2))
+            views.negatives = self.negative.augment(sentences, step_seed(self.seed, step, Stream.NEGATIVE))
         if self.labelers:
-            rng = random.Random(step_seed(self.seed, step, 3))
-            choice = [rng.randrange(len(self.labelers)) for _ in sentences]
-            texts = list(sentences)
-            for k, labeler in enumerate(self.labelers):
-                rows = [i for i, c in enumerate(choice) if c == k]
-                if rows:
-                    out = labeler.augment([sentences[i] for i in rows], step_seed(self.seed, step, 10 + k))
-                    for i, text in zip(rows, out, strict=True):
-                        texts[i] = text
-            # Label 0 is "no augmentation": the text came back unchanged.
-            views.labels = [choice[i] + 1 if texts[i] != sentences[i] else 0 for i in range(len(sentences))]
-            views.label_texts = texts
+            views.labels, views.label_texts = self.label_views(step, sentences)
         return views
+
+    def label_views(self, step: int, sentences: list[str]) -> tuple[list[int], list[str]]:
+        """Each sentence's augmentation type (0: its text came back unchanged) and augmented text.
+
+        ``per_sentence`` (AugCSE, section 4.2 and footnote 6: one augmentation sampled per sentence, once):
+        the type is drawn from the sentence's own seed and every augmenter's seed is the run's, so a
+        sentence gets the same type and text at every step it is in, in every epoch, whatever the batch
+        order or the number of processes (augmenters seed each sentence by its text: augment/base.py).
+        ``per_step``: both are drawn again at every step."""
+        once = self.label_sampling == "per_sentence"
+        draw_step = WHOLE_RUN if once else step
+        if once:
+            choice_seed = step_seed(self.seed, WHOLE_RUN, Stream.LABEL_CHOICE)
+            choice = [random.Random(sentence_seed(choice_seed, s)).randrange(len(self.labelers)) for s in sentences]
+        else:
+            rng = random.Random(step_seed(self.seed, step, Stream.LABEL_CHOICE))
+            choice = [rng.randrange(len(self.labelers)) for _ in sentences]
+        texts = list(sentences)
+        for k, labeler in enumerate(self.labelers):
+            rows = [i for i, c in enumerate(choice) if c == k]
+            if rows:
+                out = labeler.augment([sentences[i] for i in rows], step_seed(self.seed, draw_step, Stream.LABELER + k))
+                for i, text in zip(rows, out, strict=True):
+                    texts[i] = text
+        return [choice[i] + 1 if texts[i] != sentences[i] else 0 for i in range(len(sentences))], texts
 
 
 def _build(role: str, name: str, params: dict):

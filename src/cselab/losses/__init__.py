@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from cselab.errors import ConfigError
-from cselab.losses.base import LOSSES, LossInputs, LossTerm, build_term, input_fields
+from cselab.losses.base import LOSSES, TOKEN_PASSES, LossInputs, LossTerm, build_term, input_fields
 
 # Each module registers its loss on import: adding a loss is adding a file.
 for _module in pkgutil.iter_modules(__path__):
@@ -28,6 +28,7 @@ def check_objective(terms: list[dict]) -> None:
     """Raise ConfigError naming objective[i].key for an unknown loss, a parameter its constructor does
     not take or of the wrong type, a value it refuses, or a ``needs``/``wants`` field no step provides."""
     known = input_fields()
+    given: dict[str, tuple[int, dict]] = {}
     for i, term in enumerate(terms):
         name, _, params = _split_term(term)
         if name not in LOSSES:
@@ -48,8 +49,27 @@ def check_objective(terms: list[dict]) -> None:
             if unknown:
                 raise ConfigError(f"objective[{i}] ({name}): {hook} names {', '.join(unknown)}, not a field of "
                                   f"LossInputs ({', '.join(known)})")
-        if "masked" in built.needs and built.masking is None:
-            raise ConfigError(f"objective[{i}] ({name}): needs masked tokens but sets no masking rates (.masking)")
+        _check_token_passes(i, name, built, given)
+
+
+def _check_token_passes(i: int, name: str, term: LossTerm, given: dict[str, tuple[int, dict]]) -> None:
+    """Each token pass a term reads has the term's parameters for it, which the pass takes, and which
+    are those of any earlier term reading the same pass (``given``: pass -> (term index, parameters))."""
+    for pass_name in sorted((term.needs | term.wants) & set(TOKEN_PASSES)):
+        if pass_name not in term.token_passes:
+            raise ConfigError(f"objective[{i}] ({name}): reads {pass_name}, the token pass of "
+                              f"{TOKEN_PASSES.describe(pass_name)}, but sets none of its parameters "
+                              f"(.token_passes[{pass_name!r}])")
+        params = dict(term.token_passes[pass_name])
+        problem = TOKEN_PASSES.argument_problem(pass_name, params)
+        if problem:
+            raise ConfigError(f"objective[{i}] ({name}): token pass {pass_name}: {problem[1]}")
+        if pass_name in given and given[pass_name][1] != params:
+            first, earlier = given[pass_name]
+            changed = sorted(key for key in {*params, *earlier} if params.get(key) != earlier.get(key))
+            raise ConfigError(f"objective[{i}] ({name}): reads the token pass {pass_name} with other settings than "
+                              f"objective[{first}] ({', '.join(changed)}); one pass serves every term that reads it")
+        given.setdefault(pass_name, (i, params))
 
 
 def log_names(names: list[str]) -> list[str]:
@@ -66,7 +86,9 @@ def log_names(names: list[str]) -> list[str]:
 
 class Objective(nn.Module):
     """The weighted sum of a recipe's terms; ``needs`` is every input field some term requires,
-    ``wants`` every field some term reads when the step has it (``base.LossTerm``)."""
+    ``wants`` every field some term reads when the step has it (``base.LossTerm``); ``passes`` the token
+    passes they read (``base.TokenPass``), by name, in the registry's order, each built with the
+    parameters its terms give it (the same for every term reading it: ``check_objective``)."""
 
     def __init__(self, names: list[str], weights: list[float], terms: list[LossTerm]):
         super().__init__()
@@ -75,16 +97,21 @@ class Objective(nn.Module):
         self.terms = nn.ModuleList(terms)
         self.needs = frozenset().union(*(term.needs for term in terms))
         self.wants = frozenset().union(*(term.wants for term in terms))
+        read = {}
+        for term in terms:
+            for name in (term.needs | term.wants) & set(TOKEN_PASSES):
+                read.setdefault(name, dict(term.token_passes[name]))
+        self.passes = nn.ModuleDict({name: TOKEN_PASSES.build(name, **read[name]) for name in TOKEN_PASSES
+                                     if name in read})
 
-    @property
-    def mlm_term(self) -> LossTerm | None:
-        """The term that predicts masked tokens (it declares ``masked`` in ``needs``), if any."""
-        return next((term for term in self.terms if "masked" in term.needs), None)
+    def readers(self, pass_name: str) -> list[LossTerm]:
+        """The terms that read the token pass ``pass_name``."""
+        return [term for term in self.terms if pass_name in term.needs | term.wants]
 
     @property
     def encodes_views(self) -> bool:
         """Whether some term reads the contrastive views' embeddings (MLM alone does not)."""
-        return bool(self.needs - {"masked"})
+        return bool(self.needs - set(TOKEN_PASSES))
 
     def forward(self, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The weighted sum of the terms, and their logs as ``<term>.<key>``."""

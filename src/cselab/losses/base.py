@@ -6,17 +6,46 @@ device; the training loop reads them back once per log window, so a term never f
 Each term declares in ``needs`` the fields of ``LossInputs`` it cannot do without (hard negatives
 are read when a step has them); a recipe whose views cannot provide them fails before training, and
 the step computes only what some term reads (no contrastive pass for MLM alone).
+
+What a term reads comes from two registries here: the view roles (``VIEW_ROLES``: rows of the
+step's encoded batch, one sentence vector each) and the token-level passes (``TOKEN_PASSES``: the
+step's sentences changed token by token in the collator, run through the backbone by the step,
+such as MLM's masked tokens).
 """
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
+from types import MappingProxyType
+from typing import Any
 
 import torch
 from torch import nn
 
 from cselab.registry import Registry
+
+
+@dataclass
+class TokenBatch:
+    """What the collator makes for a token-level pass (host tensors, made in the loader's workers).
+
+    features: the tokenised sentences as the pass changed them (``input_ids``, ``attention_mask``...);
+    positions: (K,) the positions the pass acts on, in the flattened (batch x length) layout;
+    labels: (K,) what is due there (MLM: the original ids of the masked tokens).
+    """
+
+    features: dict[str, torch.Tensor]
+    positions: torch.Tensor
+    labels: torch.Tensor
+
+    def pin_memory(self) -> TokenBatch:
+        return TokenBatch({k: v.pin_memory() for k, v in self.features.items()}, self.positions.pin_memory(),
+                          self.labels.pin_memory())
+
+    def to(self, device: torch.device) -> TokenBatch:
+        return TokenBatch({k: v.to(device, non_blocking=True) for k, v in self.features.items()},
+                          self.positions.to(device, non_blocking=True), self.labels.to(device, non_blocking=True))
 
 
 @dataclass
@@ -56,18 +85,23 @@ class LossInputs:
     negative_positive: torch.Tensor | None = field(default=None, metadata=_VIEW)
     label_view: torch.Tensor | None = field(default=None, metadata=_VIEW)
     labels: torch.Tensor | None = None  # rows aligned with label_view; gathered across processes like a view
-    masked: MaskedTokens | None = None  # per process: the MLM pass is not gathered
+    # The token-level passes' outputs (TOKEN_PASSES), per process (never gathered). The package's MLM
+    # pass is this field; a pass added from outside the package lives in `tokens`.
+    masked: MaskedTokens | None = None
     # The rows of roles added from outside the package (register_view_role), read as inputs.NAME.
     extra: dict[str, torch.Tensor] = field(default_factory=dict)
+    # The outputs of token passes added from outside the package (register_token_pass), read as inputs.NAME.
+    tokens: dict[str, Any] = field(default_factory=dict)
 
     def __getattr__(self, name: str):
-        # Only for names that are no field: a role added with register_view_role (None on a step without it).
-        extra = self.__dict__.get("extra") or {}
-        if name in extra:
-            return extra[name]
-        if name in VIEW_ROLES:
+        # Only for names that are no field: a role or a token pass added from outside the package (None on
+        # a step without it).
+        for added in (self.__dict__.get("extra") or {}, self.__dict__.get("tokens") or {}):
+            if name in added:
+                return added[name]
+        if name in VIEW_ROLES or name in TOKEN_PASSES:
             return None
-        raise AttributeError(f"LossInputs has no field or view role {name!r}")
+        raise AttributeError(f"LossInputs has no field, view role or token pass {name!r}")
 
     def views(self) -> dict[str, torch.Tensor]:
         """The step's encoded rows by role, in the roles' order, those it has."""
@@ -79,6 +113,12 @@ class LossInputs:
         extra = {**self.extra, **{role: rows for role, rows in views.items() if role not in _FIELD_ROLES}}
         return replace(self, **own, extra=extra)
 
+    def with_tokens(self, outputs: dict[str, Any]) -> LossInputs:
+        """A copy with these token passes' outputs (a field, or a pass added with register_token_pass)."""
+        own = {name: output for name, output in outputs.items() if name in _FIELD_PASSES}
+        tokens = {**self.tokens, **{name: output for name, output in outputs.items() if name not in _FIELD_PASSES}}
+        return replace(self, **own, tokens=tokens)
+
 
 class LossTerm(nn.Module):
     """The base class of an objective term: subclass it in ``losses/<name>.py`` and register the class
@@ -89,8 +129,9 @@ class LossTerm(nn.Module):
       is validated; a recipe whose views cannot provide them fails before training);
     - ``wants``: fields it reads when the step has them (hard negatives exist on UNA's steps only); the
       step builds ``negative_positive`` (M more encoded rows) only when some term wants it;
-    - ``masking``: for a term that needs ``masked``, the collator's MLM rates (``MlmMasking``'s keyword
-      arguments: probability, mask_replace_prob, random_replace_prob, whole_word);
+    - ``token_passes``: for a term that reads a token-level pass (a name in ``TOKEN_PASSES``, such as
+      ``masked``), that pass's parameters, ``{name: {parameter: value}}`` (MLM: the masking rates);
+      terms reading one pass must give it the same;
     - ``num_labels``: for a term that reads label views, how many labels it predicts (checked against
       ``len(views.label) + 1``);
     - ``citation``: the BibTeX of the paper whose objective this is (``cselab/citations.py``; "" for none).
@@ -109,7 +150,7 @@ class LossTerm(nn.Module):
 
     needs: frozenset[str] = frozenset()
     wants: frozenset[str] = frozenset()
-    masking: dict | None = None
+    token_passes: Mapping[str, Mapping[str, Any]] = MappingProxyType({})
     num_labels: int | None = None
     citation: str = ""
 
@@ -176,6 +217,55 @@ def _label_view_texts(views) -> list[str] | None:
 assert VIEW_ROLES.names() == list(_FIELD_ROLES)  # the fields' order is the rows' order
 
 
+class TokenPass(nn.Module):
+    """The base class of a token-level pass: the step's sentences changed token by token (masked,
+    corrupted) and run through the backbone, for the terms that read it as ``inputs.NAME``. Subclass
+    it and register the class with ``@register_token_pass("NAME", "one line")``, in the file of the
+    objective that reads it (``mlm.py``: the ``masked`` pass and the MLM term).
+
+    A run builds a pass when some term names it in ``needs`` or ``wants``, with the parameters that
+    term gives in ``token_passes[NAME]`` (the constructor's parameters, typed by their defaults). Its
+    three hooks are the three places it runs:
+
+    - ``preparer(tokenizer)``: what the collator makes, in the loader's workers: a picklable callable
+      ``(features, seed) -> TokenBatch`` over the step's original sentences, tokenised (the seed is the
+      step's own for this pass, so a resumed run makes the same tokens);
+    - ``setup(encoder, source)``: once, before step 1, the modules the step runs are built or loaded
+      (MLM: the backbone's own MLM head, with the weights of ``source``, the model's name or path; None
+      for a model built from a config);
+    - ``forward(tokens, encoder, inputs)``: in the step, on the device, under the run's precision:
+      ``tokens`` the ``TokenBatch`` there, ``inputs`` this process's sentence vectors by role (before the
+      gather across processes and the training head; none for an objective without views). It returns
+      what the terms read.
+
+    The pass's own trainable parameters are trained and checkpointed with the run's other heads.
+    """
+
+    def preparer(self, tokenizer) -> Callable[[dict[str, torch.Tensor], int], TokenBatch]:
+        raise NotImplementedError
+
+    def setup(self, encoder: nn.Module, source: str | None) -> None:
+        """Nothing to build by default."""
+
+    def forward(self, tokens: TokenBatch, encoder: nn.Module, inputs: LossInputs) -> Any:
+        raise NotImplementedError
+
+
+#: The token-level passes by name, in registration order (which gives each its own seed stream):
+#: the package's ``masked`` (MLM) first.
+TOKEN_PASSES: Registry[TokenPass] = Registry("token pass", ordered=True, base=TokenPass)
+_FIELD_PASSES = ("masked",)  # passes whose output is a field of LossInputs (the others: LossInputs.tokens)
+
+
+def register_token_pass(name: str, description: str) -> Callable:
+    """``@register_token_pass("name", "one line")`` on a ``TokenPass`` subclass: a pass terms read as
+    ``inputs.name`` (the name may be no other LossInputs attribute, nor a view role)."""
+    if name not in _FIELD_PASSES and (name in VIEW_ROLES or hasattr(LossInputs, name)
+                                      or name in {f.name for f in fields(LossInputs)}):
+        raise ValueError(f"token pass {name!r}: the name of a LossInputs attribute or a view role")
+    return TOKEN_PASSES.register(name, description)
+
+
 def build_term(name: str, params: dict, context: dict | None = None) -> LossTerm:
     """The term ``name`` with a recipe's ``params``; ``context`` fills the sizes it accepts but the recipe
     left unset (known before step 1). A term that takes a ``context`` parameter (a wrapper) gets the
@@ -191,8 +281,10 @@ def build_term(name: str, params: dict, context: dict | None = None) -> LossTerm
 
 
 def input_fields() -> tuple[str, ...]:
-    """The fields a term may name in ``needs`` or ``wants``: those of ``LossInputs`` and every view role."""
-    return tuple(dict.fromkeys([*(f.name for f in fields(LossInputs) if f.name != "extra"), *VIEW_ROLES]))
+    """The fields a term may name in ``needs`` or ``wants``: those of ``LossInputs``, every view role
+    and every token pass."""
+    own = (f.name for f in fields(LossInputs) if f.name not in ("extra", "tokens"))
+    return tuple(dict.fromkeys([*own, *VIEW_ROLES, *TOKEN_PASSES]))
 
 
 class _ScaleGradient(torch.autograd.Function):

@@ -15,7 +15,6 @@ from cselab.config import Config, DataConfig, ModelConfig, TrainConfig, ViewsCon
 from cselab.data.collate import Collator
 from cselab.data.corpus import CorpusError, CorpusStats
 from cselab.data.indexed import read_corpus
-from cselab.data.masking import MaskedBatch, MlmMasking
 from cselab.data.packing import PackedBlocks, PackedCollator, block_tokens
 from cselab.data.plan import StepPlan
 from cselab.data.split import LineSplit, count_held_out, hold_out, lines_of
@@ -25,10 +24,9 @@ from cselab.data.views import ViewBuilder
 from cselab.data.wordpiece import WordPieceVocabulary, wordpiece_tokenizer
 from cselab.errors import ConfigError
 from cselab.losses import Objective, build_objective
+from cselab.losses.base import TOKEN_PASSES, TokenBatch
 from cselab.model.encoder import SentenceEncoder
 from cselab.model.heads import build_head
-from cselab.model.mlm_head import MlmHead
-from cselab.sources import resolve_model_path
 from cselab.speed import speed_up
 from cselab.train.distributed import local_processes
 from cselab.train.process import Process
@@ -44,11 +42,11 @@ class RunParts:
     corpus_stats: CorpusStats
     encoder: SentenceEncoder
     head: torch.nn.Module
-    objective: Objective
-    trainable: torch.nn.ModuleList  # [encoder, head, *terms]: the checkpoint's layout
+    objective: Objective  # its terms, and the token passes they read
+    trainable: torch.nn.ModuleList  # [encoder, head, *terms, passes]: the checkpoint's layout
     plan: StepPlan
     collator: Collator | PackedCollator
-    validation: list[MaskedBatch] = field(default_factory=list)  # the held-out lines, masked once
+    validation: list[TokenBatch] = field(default_factory=list)  # the held-out lines, masked once
     notes: list[str] = field(default_factory=list)  # lines for the run's output (a trained vocabulary)
     vocabulary_sha256: str | None = None  # a trained WordPiece vocabulary's fingerprint (checked on resume)
 
@@ -71,8 +69,8 @@ def build_parts(config: Config, device: torch.device, processes: int = 1, rank: 
     head = build_head(config.model.projection, encoder.hidden_size, **config.model.projection_params)
     objective = build_objective(config.objective, term_context(encoder, head, config.views))
     check_views_for(objective, config.views)
-    if objective.mlm_term is not None:
-        encoder.mlm_head = mlm_head(encoder, config.model)
+    for token_pass in objective.passes.values():
+        token_pass.setup(encoder, None if config.model.from_config is not None else config.model.name_or_path)
     if not objective.encodes_views:  # MLM alone never runs them: frozen, as DDP stops on a parameter without gradient
         for unused in (encoder.mlp, head):
             if unused is not None:
@@ -80,20 +78,19 @@ def build_parts(config: Config, device: torch.device, processes: int = 1, rank: 
     # The papers of the recipe's methods, for the saved model's card.
     methods = [*objective.terms, views.anchor, views.positive, views.negative, *views.labelers]
     encoder.citation = citations.collect(methods, dropout_view=views.positive is None and objective.encodes_views)
-    trainable = torch.nn.ModuleList([encoder, head, *objective.terms]).to(device)
+    trainable = torch.nn.ModuleList([encoder, head, *objective.terms, objective.passes]).to(device)
     speed_up(encoder, config.train, config.model, device)
-    rates = None if objective.mlm_term is None else objective.mlm_term.masking
-    masking = None if rates is None else MlmMasking(encoder.tokenizer, **rates)
+    preparers = {name: token_pass.preparer(encoder.tokenizer) for name, token_pass in objective.passes.items()}
     if config.data.packing:
         check_packing(objective, encoder, config, stats)
         items, held_out = pack(corpus, split, encoder, config)
-        collator = PackedCollator(encoder.tokenizer, masking, config.train.seed, rank)
+        collator = PackedCollator(encoder.tokenizer, preparers, config.train.seed, rank)
     else:
         items, held_out = training_lines, lines_of(corpus, split.validation)
-        collator = Collator(encoder.tokenize, views, objective.encodes_views, masking, rank,
+        collator = Collator(encoder.tokenize, views, objective.encodes_views, preparers, rank,
                             reads=objective.needs | objective.wants,
                             cached=sentence_tokenizer(items, encoder, config.data))
-    validation = [] if masking is None else validation_batches(collator, held_out, config.optim.batch_size)
+    validation = validation_batches(collator, held_out, config.optim.batch_size) if "masked" in objective.passes else []
     return RunParts(items, stats, encoder, head, objective, trainable, plan_steps(items, config, processes), collator,
                     validation, [] if vocabulary is None else [vocabulary.note()], trained_vocabulary)
 
@@ -111,9 +108,10 @@ def pack(corpus, split: LineSplit, encoder: SentenceEncoder, config: Config) -> 
 
 
 def check_packing(objective: Objective, encoder: SentenceEncoder, config: Config, stats: CorpusStats) -> None:
-    """Packed blocks are MLM input only, fit the model's positions, and keep documents whole."""
+    """Packed blocks are token passes' input only, fit the model's positions, and keep documents whole."""
     if objective.encodes_views:
-        others = [name for name, term in zip(objective.names, objective.terms, strict=True) if term.needs - {"masked"}]
+        others = [name for name, term in zip(objective.names, objective.terms, strict=True)
+                  if term.needs - set(TOKEN_PASSES)]
         raise ConfigError(f"data.packing: packs token blocks for MLM alone; {', '.join(others)} read sentence views "
                           f"(set data.packing: false)")
     positions = getattr(encoder.backbone.config, "max_position_embeddings", None)
@@ -160,18 +158,6 @@ def build_encoder(m: ModelConfig, tokenizer=None) -> SentenceEncoder:
     return SentenceEncoder.from_pretrained(m.name_or_path, pooler=m.pooler, mlp=m.mlp,
                                            mlp_only_train=m.mlp_only_train, max_seq_len=m.max_seq_len,
                                            trust_remote_code=m.trust_remote_code)
-
-
-def mlm_head(encoder: SentenceEncoder, model: ModelConfig) -> MlmHead:
-    """The backbone's own MLM head, with the weights the model's checkpoint has for it (a Hugging Face
-    checkpoint's ``cls.predictions``, a cselab raw encoder's ``mlm_head.safetensors``); a model built
-    from a config starts from the architecture's initialisation."""
-    head = MlmHead(encoder.backbone)
-    if model.from_config is None and head.load_from(resolve_model_path(model.name_or_path)):
-        log.info("MLM head: %s's own weights", model.name_or_path)
-    elif model.from_config is None:
-        log.info("MLM head: %s has none; it starts from the architecture's initialisation", model.name_or_path)
-    return head
 
 
 def term_context(encoder: SentenceEncoder, head: torch.nn.Module, views: ViewsConfig) -> dict:

@@ -20,7 +20,7 @@ import torch
 from cselab.data.collate import Batch
 from cselab.hardware import autocast
 from cselab.losses import Objective
-from cselab.losses.base import LossInputs, MaskedTokens
+from cselab.losses.base import LossInputs
 from cselab.model.encoder import SentenceEncoder
 from cselab.train.distributed import gather_inputs, world_size
 
@@ -67,25 +67,21 @@ class StepForward(torch.nn.Module):
             projected = self.head(torch.cat(rows) if len(rows) > 1 else rows[0])
         return inputs.with_views(dict(zip(views, projected.split([len(r) for r in rows]), strict=True)))
 
-    def masked_tokens(self, batch: Batch) -> MaskedTokens | None:
-        """The MLM pass: the backbone over the masked tokens, its MLM head at the masked positions."""
-        if batch.masked is None:
-            return None
-        masked = batch.masked
-        features = {k: v.to(self.device, non_blocking=True) for k, v in masked.features.items()}
-        positions = masked.positions.to(self.device, non_blocking=True)
+    def token_outputs(self, batch: Batch, local: LossInputs) -> dict:
+        """Each token pass over its tokens (``local``: this process's sentence vectors by role, before the
+        gather and the head), under the step's precision: what the terms read, by pass name."""
         with autocast(self.device, self.precision):
-            states = self.encoder.token_states(features)
-            logits = self.encoder.mlm_head(states.reshape(-1, states.shape[-1]).index_select(0, positions))
-        return MaskedTokens(logits=logits, labels=masked.labels.to(self.device, non_blocking=True))
+            return {name: self.objective.passes[name](tokens.to(self.device), self.encoder, local)
+                    for name, tokens in batch.tokens.items()}
 
     def loss(self, embeddings: torch.Tensor | None, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The objective over the step; ``embeddings``: the encoder's vectors of the batch's rows."""
-        inputs = LossInputs(masked=self.masked_tokens(batch))
+        views = {} if embeddings is None else {role: embeddings[rows] for role, rows in batch.roles.items()}
+        local = LossInputs().with_views(views)
+        inputs = local.with_tokens(self.token_outputs(batch, local))
         if embeddings is not None:
-            views = {role: embeddings[rows] for role, rows in batch.roles.items()}
             labels = None if batch.labels is None else batch.labels.to(self.device, non_blocking=True)
-            inputs = self.project(gather_inputs(dataclasses.replace(inputs, labels=labels).with_views(views)))
+            inputs = self.project(gather_inputs(dataclasses.replace(inputs, labels=labels)))
         return self.objective(inputs)
 
     def features(self, batch: Batch) -> dict[str, torch.Tensor]:
@@ -194,7 +190,8 @@ class ChunkEncoder(torch.nn.Module):
 
 
 class LossSide(torch.nn.Module):
-    """The head and the objective's terms: the parameters a GradCache step's loss backward trains."""
+    """The head and the objective (its terms and token passes): the parameters a GradCache step's loss
+    backward trains (besides the encoder's, which a token pass may run)."""
 
     def __init__(self, forward: StepForward):
         super().__init__()

@@ -12,30 +12,30 @@ from collections.abc import Sequence
 
 import torch
 
-from cselab.data.collate import MASKING_ROLE, Batch
-from cselab.data.masking import MaskedBatch
-from cselab.data.views import step_seed
-from cselab.losses.base import LossInputs
+from cselab.data.collate import Batch
+from cselab.data.seeds import Stream, step_seed
+from cselab.losses.base import LossInputs, TokenBatch
 from cselab.train.steps import StepForward
 
 VALIDATION_ROWS = 2048  # held-out sentences (or packed blocks) scored at each evaluation, at most
 VALIDATION_SEED = 0  # masks of the held-out rows: the same for every run, whatever its train.seed
 
 
-def validation_batches(collator, rows: Sequence, batch_size: int) -> list[MaskedBatch]:
+def validation_batches(collator, rows: Sequence, batch_size: int) -> list[TokenBatch]:
     """The held-out rows (sentences, or packed blocks), masked in batches by the training collator's
     rules; each batch has a fixed seed."""
     rows = [rows[i] for i in range(min(len(rows), VALIDATION_ROWS))]
-    return [collator.masked(rows[start:start + batch_size], step_seed(VALIDATION_SEED, k, MASKING_ROLE))
+    return [collator.token_batch("masked", rows[start:start + batch_size],
+                                 step_seed(VALIDATION_SEED, k, Stream.FIRST_TOKEN_PASS))
             for k, start in enumerate(range(0, len(rows), batch_size))]
 
 
 class ValidationMlm:
     """The MLM term's loss and accuracy on the validation batches, with the training step's MLM pass."""
 
-    def __init__(self, batches: list[MaskedBatch], forward: StepForward):
+    def __init__(self, batches: list[TokenBatch], forward: StepForward):
         self.batches, self.forward = batches, forward
-        self.term = forward.objective.mlm_term
+        self.term = forward.objective.readers("masked")[0]
         self.tokens = sum(len(batch.labels) for batch in batches)
 
     @torch.no_grad()
@@ -46,8 +46,9 @@ class ValidationMlm:
             module.eval()  # no dropout: the same weights always score the same
         totals = None
         for masked in self.batches:
-            tokens = self.forward.masked_tokens(Batch(step=-1, num_sentences=0, masked=masked))
-            loss, logs = self.term(LossInputs(masked=tokens))
+            outputs = self.forward.token_outputs(Batch(step=-1, num_sentences=0, tokens={"masked": masked}),
+                                                 LossInputs())
+            loss, logs = self.term(LossInputs().with_tokens(outputs))
             weighted = torch.stack([loss.float(), logs["acc"].float()]) * len(masked.labels)
             totals = weighted if totals is None else totals + weighted
         for module, mode in zip(modules, modes, strict=True):
@@ -57,9 +58,9 @@ class ValidationMlm:
         return {"val_mlm_loss": loss_sum / count, "val_mlm_acc": correct / count}
 
 
-def validation_for(batches: list[MaskedBatch], forward: StepForward, main: bool) -> ValidationMlm | None:
+def validation_for(batches: list[TokenBatch], forward: StepForward, main: bool) -> ValidationMlm | None:
     """The main process's validation (it alone evaluates), when the run holds lines out and has an
     MLM term."""
-    if not main or not batches or forward.objective.mlm_term is None:
+    if not main or not batches or not forward.objective.readers("masked"):
         return None
     return ValidationMlm(batches, forward)

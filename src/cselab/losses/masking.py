@@ -1,4 +1,4 @@
-"""BERT's token masking for the MLM term, done in the data collator (so in the loader's workers).
+"""BERT's token masking: what the collator makes for the MLM pass (``mlm.py``), in the loader's workers.
 
 15% of the real tokens are selected (never special tokens or padding); of those 80% become
 [MASK], 10% a random token and 10% stay (Devlin et al., 2019), by
@@ -13,24 +13,11 @@ packed blocks of bare token ids (``data/packing.py``) are masked the same way as
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
+from cselab.losses.base import TokenBatch
+
 IGNORE = -100  # transformers' label for "not predicted"
-
-
-@dataclass
-class MaskedBatch:
-    """Masked token ids to run through the backbone, and where the predictions are due.
-
-    features: the tokenised sentences with the selected tokens replaced; positions: (K,) indices of
-    the selected tokens in the flattened (batch x length) layout; labels: (K,) their original ids.
-    """
-
-    features: dict[str, torch.Tensor]
-    positions: torch.Tensor
-    labels: torch.Tensor
 
 
 def word_continuation_table(tokenizer) -> torch.Tensor:
@@ -60,7 +47,9 @@ class MlmMasking:
         self.mask_id, self.vocab_size = tokenizer.mask_token_id, len(tokenizer)
         self._continues_word = word_continuation_table(tokenizer) if whole_word else None
 
-    def __call__(self, features: dict[str, torch.Tensor], seed: int) -> MaskedBatch:
+    def __call__(self, features: dict[str, torch.Tensor], seed: int) -> TokenBatch:
+        """The features with the selected tokens replaced; positions: the selected tokens in the
+        flattened (batch x length) layout; labels: their original ids."""
         ids = features["input_ids"].clone()
         protected = torch.isin(ids, self._special_ids.to(ids.dtype)) | (features["attention_mask"] == 0)
         generator = torch.Generator().manual_seed(seed)
@@ -71,7 +60,7 @@ class MlmMasking:
             masked, labels = self._mask_whole_words(ids, protected, generator)
         flat = labels.reshape(-1)
         positions = (flat != IGNORE).nonzero().squeeze(1)
-        return MaskedBatch(features={**features, "input_ids": masked}, positions=positions, labels=flat[positions])
+        return TokenBatch(features={**features, "input_ids": masked}, positions=positions, labels=flat[positions])
 
     def _mask_whole_words(self, ids: torch.Tensor, protected: torch.Tensor,
                           generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
