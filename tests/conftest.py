@@ -76,3 +76,13 @@ def tiny_corpus(tmp_path) -> Path:
     path = tmp_path / "corpus.txt"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on now, for a torchrun rendezvous (fixed ports collide when two test
+    runs share the machine)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 from cselab.train import checkpoint as ckpt
 from cselab.train.loop import train
 from cselab.train.saving import Checkpointing
-from tests.conftest import TINY_BERT
+from tests.conftest import TINY_BERT, free_port
 from tests.reliability.conftest import STEPS, load_config_for, metric_records
 
 
@@ -245,7 +245,7 @@ def train_two_processes(tmp_path, corpus_file, port: int, **settings) -> Path:
 def test_two_processes_save_by_time_at_the_same_steps(tmp_path, corpus_file):
     """Under torchrun (gloo), a clock that is always late: both processes save at every log window
     (one would otherwise wait in the checkpoint's gather for the other: a hang, then the timeout)."""
-    out = train_two_processes(tmp_path, corpus_file, 29561, **{
+    out = train_two_processes(tmp_path, corpus_file, free_port(), **{
         "train.eval_steps": 0, "train.save_steps": 0, "train.save_minutes": 1e-9, "train.log_steps": 2,
         "train.keep_checkpoints": 5})
     assert checkpoint_steps(out) == [2, 4, 6]
@@ -255,7 +255,7 @@ def test_two_processes_save_by_time_at_the_same_steps(tmp_path, corpus_file):
 def test_two_processes_evaluate_at_steps_between_log_windows(tmp_path, corpus_file, stsb_dev_dir):
     """Only the main process has the dev data; an evaluation at a step that closes no log window (3 with
     log_steps 2) is still every process's decision (the others once waited alone in a collective)."""
-    out = train_two_processes(tmp_path, corpus_file, 29562, **{
+    out = train_two_processes(tmp_path, corpus_file, free_port(), **{
         "train.eval_steps": 3, "train.log_steps": 2, "train.save_steps": 0, "train.dist_timeout_minutes": 1,
         "data.dev_dir": str(stsb_dev_dir)})
     assert [r["step"] for r in metric_records(out) if "stsb_dev" in r] == [3, 6]

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.conftest import free_port
+
 SCRIPT = r'''
 import json, os, sys
 import torch, torch.distributed as dist
@@ -71,8 +73,8 @@ def results(tmp_path_factory):
                             timeout=300)
     assert single.returncode == 0, single.stderr[-2000:]
     multi = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-                            "--master_port=29561", str(script), "ddp"], env=env, capture_output=True, text=True,
-                           timeout=300)
+                            f"--master_port={free_port()}", str(script), "ddp"], env=env, capture_output=True,
+                           text=True, timeout=300)
     assert multi.returncode == 0, multi.stderr[-3000:]
     line = next(line for line in multi.stdout.splitlines() if line.startswith("{"))
     return json.loads(single.stdout.strip().splitlines()[-1]), json.loads(line)

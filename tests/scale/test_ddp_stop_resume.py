@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TINY_BERT
+from tests.conftest import TINY_BERT, free_port
 
 
 def _command(corpus: Path, out: Path, port: int) -> list[str]:
@@ -94,7 +94,7 @@ def _signal_one_rank_after(launcher: subprocess.Popen, out: Path, rank: int, aft
 def test_a_signal_to_one_process_stops_every_process_at_the_same_step_and_the_run_resumes(tmp_path, tiny_corpus):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CSELAB_CACHE": str(tmp_path / "cache")}
     out = tmp_path / "run"
-    command = _command(tiny_corpus, out, 29571)
+    command = _command(tiny_corpus, out, free_port())
     first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     step, output = _signal_one_rank_after(first, out, rank=1, after_step=0)  # not the main process
     # Said by the main process, which was not signalled itself; decided where a log window closes.
@@ -159,7 +159,8 @@ def test_the_main_process_names_the_checkpoint_and_a_process_that_cannot_read_it
     script = tmp_path / "resume.py"
     script.write_text(RESUME_SCRIPT)
     env = {**os.environ, "REPO_SRC": str(Path(__file__).resolve().parents[2] / "src"), "OMP_NUM_THREADS": "1"}
-    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29573",
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                          f"--master_port={free_port()}",
                           str(script), str(tmp_path)], env=env, capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stderr[-3000:]
     results = {r["rank"]: r for r in (json.loads(f.read_text()) for f in sorted(tmp_path.glob("result-rank*.json")))}

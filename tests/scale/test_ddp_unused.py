@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from tests.conftest import TINY_BERT
+from tests.conftest import TINY_BERT, free_port
 
 SMALL = {k: v for k, v in TINY_BERT.items() if k != "model_type"}
 
@@ -53,7 +53,7 @@ def test_two_processes_train_three_steps_with_no_parameter_left_without_gradient
     args = ["train", "--corpus", str(tiny_corpus), "--output-dir", str(tmp_path / "run"), "--max-steps", "3",
             "--set", "optim.batch_size=4", "--set", "train.precision=fp32", "--set", "train.eval_steps=0",
             "--set", "train.save_steps=0", "--set", "train.log_steps=1", *CASES[case](tmp_path)]
-    port = 29560 + sorted(CASES).index(case)
+    port = free_port()
     run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={port}",
                           "-m", "cselab.cli", *args], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.conftest import free_port
+
 SCRIPT = r'''
 import json, os, sys
 import torch, torch.distributed as dist
@@ -58,7 +60,7 @@ def test_two_processes_match_one_process_on_the_global_batch(tmp_path):
     single = json.loads(subprocess.run([sys.executable, str(script), "single"], env=env, check=True,
                                        capture_output=True, text=True).stdout)
     multi_run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-                                "--master_port=29533", str(script), "ddp"],
+                                f"--master_port={free_port()}", str(script), "ddp"],
                                env=env, capture_output=True, text=True, timeout=120)
     assert multi_run.returncode == 0, multi_run.stderr[-2000:]
     multi = json.loads([line for line in multi_run.stdout.splitlines() if line.startswith("{")][0])

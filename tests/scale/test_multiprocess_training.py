@@ -7,7 +7,7 @@ import sys
 import torch
 from safetensors.torch import load_file
 
-from tests.conftest import TINY_BERT
+from tests.conftest import TINY_BERT, free_port
 
 # Without dropout both runs are deterministic, so any difference comes from the gather itself.
 NO_DROPOUT = {**TINY_BERT, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
@@ -27,7 +27,8 @@ def test_two_processes_train_like_one_process_with_the_global_batch(tmp_path, ti
     single = subprocess.run([sys.executable, "-m", "cselab.cli", *_args(tiny_corpus, tmp_path / "one", 8)],
                             env=env, capture_output=True, text=True, timeout=300)
     assert single.returncode == 0, single.stderr[-2000:]
-    multi = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29541",
+    multi = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                            f"--master_port={free_port()}",
                             "-m", "cselab.cli", *_args(tiny_corpus, tmp_path / "two", 4)],
                            env=env, capture_output=True, text=True, timeout=300)
     assert multi.returncode == 0, multi.stderr[-3000:]
@@ -53,7 +54,8 @@ def test_a_two_process_run_resumes_exactly_with_each_process_dropout(tmp_path, t
             "--set", f"model.from_config={json.dumps(TINY_BERT)}", "--set", "optim.batch_size=4",
             "--set", "train.precision=fp32", "--set", "train.eval_steps=0", "--set", "train.save_steps=3",
             "--set", "train.keep_checkpoints=2"]
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29543",
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                            f"--master_port={free_port()}",
                "-m", "cselab.cli", *args]
     first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr[-3000:]
@@ -79,7 +81,8 @@ def test_missing_dev_data_stops_every_process_with_the_same_line(tmp_path, tiny_
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CSELAB_CACHE": str(tmp_path / "cache")}
     args = [*_args(tiny_corpus, tmp_path / "run", 4), "--set", "train.eval_steps=2",
             "--set", f"data.dev_dir={senteval}", "--set", "train.select_on=[stsb_dev, transfer_dev]"]
-    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29545",
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                            f"--master_port={free_port()}",
                           "-m", "cselab.cli", *args], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode != 0
     line = f"cselab train: error: {senteval / 'SST' / 'binary' / 'sentiment-dev'}: not found"
