@@ -234,9 +234,8 @@ class TokenPass(nn.Module):
       (MLM: the backbone's own MLM head, with the weights of ``source``, the model's name or path; None
       for a model built from a config);
     - ``forward(tokens, encoder, inputs)``: in the step, on the device, under the run's precision:
-      ``tokens`` the ``TokenBatch`` there, ``inputs`` this process's sentence vectors by role (before the
-      gather across processes and the training head; none for an objective without views). It returns
-      what the terms read.
+      ``tokens`` the ``TokenBatch`` there, ``inputs`` this process's rows of the sentence vectors by role,
+      after the training head (none for an objective without views). It returns what the terms read.
 
     The pass's own trainable parameters are trained and checkpointed with the run's other heads.
     """

@@ -76,6 +76,16 @@ def gather_inputs(inputs: LossInputs) -> LossInputs:
     return dataclasses.replace(inputs, labels=labels).with_views(gathered)
 
 
+def local_rows(inputs: LossInputs) -> LossInputs:
+    """This process's rows of the gathered views (each process holds an equal share, in rank order)."""
+    if world_size() == 1:
+        return inputs
+    rank, size = dist.get_rank(), world_size()
+    views = {role: rows[rank * (len(rows) // size):(rank + 1) * (len(rows) // size)]
+             for role, rows in inputs.views().items()}
+    return inputs.with_views(views)
+
+
 def gather_objects(local: object) -> list:
     """Every process's ``local`` (picklable Python objects and CPU tensors), in rank order."""
     if world_size() == 1:

@@ -10,7 +10,6 @@ Everything a step returns stays on the device: the loop reads it back once per l
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -22,7 +21,7 @@ from cselab.hardware import autocast
 from cselab.losses import Objective
 from cselab.losses.base import LossInputs
 from cselab.model.encoder import SentenceEncoder
-from cselab.train.distributed import gather_inputs, world_size
+from cselab.train.distributed import gather_inputs, local_rows, world_size
 
 
 @dataclass
@@ -68,21 +67,20 @@ class StepForward(torch.nn.Module):
         return inputs.with_views(dict(zip(views, projected.split([len(r) for r in rows]), strict=True)))
 
     def token_outputs(self, batch: Batch, local: LossInputs) -> dict:
-        """Each token pass over its tokens (``local``: this process's sentence vectors by role, before the
-        gather and the head), under the step's precision: what the terms read, by pass name."""
+        """Each token pass over its tokens, under the step's precision (``local``: this process's sentence
+        vectors by role, after the head): what the terms read, by pass name."""
         with autocast(self.device, self.precision):
             return {name: self.objective.passes[name](tokens.to(self.device), self.encoder, local)
                     for name, tokens in batch.tokens.items()}
 
     def loss(self, embeddings: torch.Tensor | None, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The objective over the step; ``embeddings``: the encoder's vectors of the batch's rows."""
-        views = {} if embeddings is None else {role: embeddings[rows] for role, rows in batch.roles.items()}
-        local = LossInputs().with_views(views)
-        inputs = local.with_tokens(self.token_outputs(batch, local))
+        inputs = LossInputs()
         if embeddings is not None:
             labels = None if batch.labels is None else batch.labels.to(self.device, non_blocking=True)
-            inputs = self.project(gather_inputs(dataclasses.replace(inputs, labels=labels)))
-        return self.objective(inputs)
+            views = {role: embeddings[rows] for role, rows in batch.roles.items()}
+            inputs = self.project(gather_inputs(LossInputs(labels=labels).with_views(views)))
+        return self.objective(inputs.with_tokens(self.token_outputs(batch, local_rows(inputs))))
 
     def features(self, batch: Batch) -> dict[str, torch.Tensor]:
         return {k: v.to(self.device, non_blocking=True) for k, v in batch.features.items()}
