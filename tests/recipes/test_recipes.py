@@ -154,9 +154,10 @@ def test_terms_with_their_own_parameters_are_sized_before_the_first_step_and_tra
     """The discriminator's sizes come from the model before step 1, the MLM head is the backbone's own
     (built before step 1, on the encoder); the optimizer holds their parameters and updates them."""
     import cselab.train.parts as parts
+    from cselab.losses.mlm import MaskedTokensPass
 
     built, heads = [], []
-    original, original_head = parts.build_objective, parts.mlm_head
+    original, original_setup = parts.build_objective, MaskedTokensPass.setup
 
     def capture(terms, context=None):
         objective = original(terms, context)
@@ -164,15 +165,15 @@ def test_terms_with_their_own_parameters_are_sized_before_the_first_step_and_tra
                      for name, term in zip(objective.names, objective.terms, strict=True))
         return objective
 
-    def capture_head(encoder, model):
-        head = original_head(encoder, model)
+    def capture_head(self, encoder, source):  # the MLM pass builds the head on the encoder
+        original_setup(self, encoder, source)
+        head = encoder.mlm_head
         own = set(head.own_state())  # the tied decoder weight is the embeddings': left out
         heads.append((head, {k: v.detach().clone() for k, v in head.named_parameters()
                              if f"{head.prefix}.{k.removeprefix('head.')}" in own}))
-        return head
 
     monkeypatch.setattr(parts, "build_objective", capture)
-    monkeypatch.setattr(parts, "mlm_head", capture_head)
+    monkeypatch.setattr(MaskedTokensPass, "setup", capture_head)
     overrides = tiny_overrides(tiny_corpus, tmp_path / "run") + [
         "views.label=[eda_random_deletion, eda_random_swap]", "model.projection=bn_mlp",
         "objective=[{name: infonce}, {name: discriminator, weight: 0.5}, {name: mlm}]"]

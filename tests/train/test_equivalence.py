@@ -39,7 +39,9 @@ def run(recipe: str, out: Path, corpus: Path, *extra: str) -> tuple[list[dict], 
 
     overrides = [f"model.from_config={json.dumps(TINY_BERT)}", f"data.corpus={corpus}", "optim.batch_size=16",
                  "optim.lr=5e-4", "train.eval_steps=0", "train.save_steps=0", "train.log_steps=1",
-                 "train.precision=fp32", f"train.output_dir={out}", "optim.max_steps=6", *extra]
+                 "train.precision=fp32", f"train.output_dir={out}", "optim.max_steps=6",
+                 "model.head_init=pytorch",  # the heads' initialisation when the baseline was recorded
+                 *extra]
     train(load_config(recipe, overrides), progress=False)
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     weights = load_file(str(out / "model.safetensors"))

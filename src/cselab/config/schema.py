@@ -34,6 +34,10 @@ class ModelConfig:
     # Training-only projection head over the pooled vectors (model/heads.py), e.g. CLEAR's or DiffCSE's.
     projection: str = "none"
     projection_params: dict = field(default_factory=dict)
+    # How the SimCSE MLP and the projection head start: bert = normal(0, the backbone's
+    # initializer_range) weights and zero biases, as SimCSE's cl_init and DiffCSE do; pytorch = torch's
+    # defaults (AugCSE's code).
+    head_init: str = "bert"
     # The backbone's layers on real tokens only, no compute on padding (speed/unpadded.py). auto: on
     # a CPU, where it was measured faster; on a GPU the model's own attention (PyTorch SDPA kernels).
     unpad: str = "auto"
@@ -167,6 +171,7 @@ class Config:
 CHOICES = {
     "model.mlp": ("auto", "true", "false"),
     "model.unpad": ("auto", "true", "false"),
+    "model.head_init": ("bert", "pytorch"),
     "data.document_boundaries": ("none", "blank_lines"),
     "optim.schedule": ("linear", "constant"),
     "views.label_sampling": ("per_sentence", "per_step"),

@@ -34,6 +34,7 @@ from cselab.model.files import (
     write_sentence_transformers_files,
     write_settings,
 )
+from cselab.model.heads import init_like_backbone
 from cselab.model.masks import use_sync_free_masks
 from cselab.model.poolers import NEEDS_HIDDEN_STATES, POOLERS
 from cselab.sources import check_model_source, resolve_model_path
@@ -86,7 +87,7 @@ class SentenceEncoder(nn.Module):
     """Backbone + pooler (+ SimCSE MLP). ``forward`` takes tokenised features, returns vectors."""
 
     def __init__(self, backbone: nn.Module, tokenizer, pooler: str = "cls", mlp: bool | None = None,
-                 mlp_only_train: bool = True, max_seq_len: int = 32):
+                 mlp_only_train: bool = True, max_seq_len: int = 32, head_init: str = "bert"):
         super().__init__()
         POOLERS.get(pooler)  # fail early on an unknown name
         use_sync_free_masks(backbone)  # no read-back of the batch per forward (model/masks.py)
@@ -103,6 +104,8 @@ class SentenceEncoder(nn.Module):
         self.mlp_only_train = mlp_only_train
         use_mlp = (pooler == "cls") if mlp is None else mlp
         self.mlp = SimCSEMLP(backbone.config.hidden_size) if use_mlp else None
+        if self.mlp is not None and head_init == "bert":  # as SimCSE's cl_init; a saved MLP's weights load over it
+            init_like_backbone(self.mlp, backbone)
         self.unpadded = False  # a speed setting of the training loop, not saved: see use_unpadded()
         self.base_pooler: dict[str, torch.Tensor] | None = None  # see _pooler_state (a plain dict: not trained)
         # The backbone's own MLM head (model/mlm_head.py), set by training when an MLM term needs it; saved beside.
@@ -119,7 +122,7 @@ class SentenceEncoder(nn.Module):
     @classmethod
     def from_pretrained(cls, name_or_path: str, pooler: str = "auto", mlp: str | bool | None = "auto",
                         mlp_only_train: bool | None = None, max_seq_len: int | None = None,
-                        trust_remote_code: bool = False) -> SentenceEncoder:
+                        trust_remote_code: bool = False, head_init: str = "bert") -> SentenceEncoder:
         resolved = resolve_model_path(name_or_path)
         check_model_source(name_or_path, resolved)  # what is no model, or cannot be served, says so at once
         path = Path(resolved)
@@ -141,7 +144,7 @@ class SentenceEncoder(nn.Module):
             max_seq_len = None if stored_training_length(path, saved, declared) else declared
         tokenizer, backbone, base_pooler = _load_backbone(name_or_path, resolved, trust_remote_code)
         encoder = cls(backbone, tokenizer, pooler=pooler, mlp=mlp, mlp_only_train=mlp_only_train,
-                      max_seq_len=max_seq_len or usable_length(backbone, tokenizer))
+                      max_seq_len=max_seq_len or usable_length(backbone, tokenizer), head_init=head_init)
         if for_inference:
             encoder.train_max_seq_len = saved.get("max_seq_len")
         # A cselab model names the model it was trained from: a card names that, not a local directory.
@@ -154,7 +157,7 @@ class SentenceEncoder(nn.Module):
     @classmethod
     def from_config(cls, model_config: dict, tokenizer_name_or_path: str = "minilm", pooler: str = "cls",
                     mlp: bool | None = None, mlp_only_train: bool = True, max_seq_len: int = 32,
-                    tokenizer=None) -> SentenceEncoder:
+                    tokenizer=None, head_init: str = "bert") -> SentenceEncoder:
         """A randomly initialised encoder (tests, MLM pre-training) with a given tokenizer's vocabulary:
         ``tokenizer`` (one built already, such as a WordPiece vocabulary trained on the corpus), else
         the tokenizer of ``tokenizer_name_or_path``."""
@@ -180,7 +183,8 @@ class SentenceEncoder(nn.Module):
             first = first_line(exc, 200, empty="")
             raise ModelLoadError(f"model.from_config: cannot build a model from it ({type(exc).__name__}: "
                                  f"{first})") from None
-        return cls(backbone, tokenizer, pooler=pooler, mlp=mlp, mlp_only_train=mlp_only_train, max_seq_len=max_seq_len)
+        return cls(backbone, tokenizer, pooler=pooler, mlp=mlp, mlp_only_train=mlp_only_train, max_seq_len=max_seq_len,
+                   head_init=head_init)
 
     # -- forward --------------------------------------------------------------------------------
     @property

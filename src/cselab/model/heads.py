@@ -20,6 +20,20 @@ def build_head(name: str, hidden_size: int, **params) -> nn.Module:
     return HEADS.build(name, hidden_size=hidden_size, **params)
 
 
+def init_like_backbone(head: nn.Module, backbone: nn.Module) -> nn.Module:
+    """``model.head_init: bert``: BERT's initialisation of ``head``'s linear layers, which SimCSE's
+    ``cl_init`` and DiffCSE's ``init_weights`` apply to their MLPs (``BertPreTrainedModel._init_weights``): weights
+    from normal(0, the backbone's ``initializer_range``), biases zero. Batch norm and other layers keep
+    torch's defaults (weight 1, bias 0), which are BERT's too for its normalisation layers."""
+    std = getattr(backbone.config, "initializer_range", 0.02)
+    for layer in head.modules():
+        if isinstance(layer, nn.Linear):
+            nn.init.normal_(layer.weight, mean=0.0, std=std)
+            if layer.bias is not None:
+                nn.init.zeros_(layer.bias)
+    return head
+
+
 @HEADS.register("clear_mlp", "CLEAR/SimCLR nonlinear projection: Linear-ReLU-Linear")
 def clear_mlp(hidden_size: int, output_size: int | None = None) -> nn.Module:
     """Wu et al. 2020 (CLEAR) follow SimCLR (Chen et al. 2020): g(H) = W2 ReLU(W1 H)."""

@@ -26,7 +26,7 @@ from cselab.errors import ConfigError
 from cselab.losses import Objective, build_objective
 from cselab.losses.base import TOKEN_PASSES, TokenBatch
 from cselab.model.encoder import SentenceEncoder
-from cselab.model.heads import build_head
+from cselab.model.heads import build_head, init_like_backbone
 from cselab.speed import speed_up
 from cselab.train.distributed import local_processes
 from cselab.train.process import Process
@@ -67,6 +67,8 @@ def build_parts(config: Config, device: torch.device, processes: int = 1, rank: 
         log.info("added to the vocabulary: %s", ", ".join(added))
     views.use_tokenizer(encoder.tokenizer)  # token-level augmenters (CLEAR's) count the encoder's own tokens
     head = build_head(config.model.projection, encoder.hidden_size, **config.model.projection_params)
+    if config.model.head_init == "bert":
+        init_like_backbone(head, encoder.backbone)
     objective = build_objective(config.objective, term_context(encoder, head, config.views))
     check_views_for(objective, config.views)
     for token_pass in objective.passes.values():
@@ -154,10 +156,10 @@ def build_encoder(m: ModelConfig, tokenizer=None) -> SentenceEncoder:
         pooler = "cls" if m.pooler == "auto" else m.pooler
         return SentenceEncoder.from_config(m.from_config, m.name_or_path, pooler=pooler, mlp=mlp,
                                            mlp_only_train=m.mlp_only_train, max_seq_len=m.max_seq_len,
-                                           tokenizer=tokenizer)
+                                           tokenizer=tokenizer, head_init=m.head_init)
     return SentenceEncoder.from_pretrained(m.name_or_path, pooler=m.pooler, mlp=m.mlp,
                                            mlp_only_train=m.mlp_only_train, max_seq_len=m.max_seq_len,
-                                           trust_remote_code=m.trust_remote_code)
+                                           trust_remote_code=m.trust_remote_code, head_init=m.head_init)
 
 
 def term_context(encoder: SentenceEncoder, head: torch.nn.Module, views: ViewsConfig) -> dict:
