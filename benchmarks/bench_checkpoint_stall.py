@@ -26,7 +26,7 @@ from _common import write_results
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from cselab.train import checkpoint as ckpt  # noqa: E402
 from cselab.train.optimizer import OptimizerStep  # noqa: E402
-from cselab.train.run_state import EncoderWeights, HeadWeights, RngStreams  # noqa: E402
+from cselab.train.state import EncoderWeights, HeadWeights, RngStreams  # noqa: E402
 
 
 def build(layers: int, hidden: int, device: torch.device, seen_tokens: int):

@@ -39,11 +39,11 @@ def collator(recipe: str, corpus: Path, cache: bool):
 
     from cselab.config import load_config
     from cselab.data.step_dataset import StepDataset
-    from cselab.train.parts import build_parts
+    from cselab.train.setup import build_setup
 
     config = load_config(recipe, ["model.name_or_path=minilm", "model.max_seq_len=32", "optim.batch_size=64",
                                   f"data.corpus={corpus}", f"data.cache_token_ids={str(cache).lower()}"])
-    parts = build_parts(config, torch.device("cpu"))
+    parts = build_setup(config, torch.device("cpu"))
     return parts.collator, StepDataset(parts.corpus, parts.plan)
 
 

@@ -143,7 +143,7 @@ def real_corpus_negatives(corpus: list[str]) -> dict:
 # Training overhead -----------------------------------------------------------------------------
 
 def timed_training(recipe: str, corpus: Path, steps: int, out: Path) -> dict:
-    import cselab.train.parts as parts
+    import cselab.train.setup as parts
     from cselab.augment.una import UNAAugmenter
     from cselab.config import load_config
     from cselab.train.loop import train
@@ -225,7 +225,7 @@ def bench_step_cost(corpus_path: Path, pairs: int, seed: int = 0) -> dict:
     from cselab.hardware import choose_precision
     from cselab.losses import build_objective
     from cselab.model.heads import build_head
-    from cselab.train.parts import build_encoder
+    from cselab.train.setup import build_encoder
     from cselab.train.steps import PlainStep, StepForward
 
     config = load_config("una", [f"data.corpus={corpus_path}"])

@@ -39,8 +39,8 @@ def main() -> None:
     from cselab.config import load_config
     from cselab.hardware import choose_precision
     from cselab.train.optimizer import OptimizerStep, make_optimizer
-    from cselab.train.parts import build_parts, make_loader
-    from cselab.train.process import Process
+    from cselab.train.rank import RankContext
+    from cselab.train.setup import build_setup, make_loader
     from cselab.train.steps import StepForward, choose_step
 
     corpus = require_shared() / "corpus" / "wiki1m-first-11913.txt"
@@ -48,13 +48,13 @@ def main() -> None:
     config = load_config("simcse", [f"data.corpus={corpus}", f"train.precision={args.precision}",
                                     f"train.output_dir={tempfile.mkdtemp()}", f"optim.max_steps={total}"])
     device = torch.device("cpu")
-    parts = build_parts(config, device)
+    parts = build_setup(config, device)
     precision = choose_precision(config.train.precision, device, parts.encoder.hidden_size)
     optimizer, scheduler = make_optimizer(parts.trainable, config.optim, total)
     update = OptimizerStep(optimizer, scheduler, list(parts.trainable.parameters()), config.optim.max_grad_norm)
     step = choose_step(StepForward(parts.encoder, parts.head, parts.objective, device, precision.precision), None)
     parts.trainable.train()
-    process = Process(device, config.train.output_dir)
+    process = RankContext(device, config.train.output_dir)
     batches = list(itertools.islice(iter(make_loader(parts, config.train, 0, process)), total))
     for batch in batches[:2]:  # warm-up: kernel selection, allocator
         step(batch)

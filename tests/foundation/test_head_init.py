@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from cselab.config import load_config
-from cselab.train.parts import build_parts
+from cselab.train.setup import build_setup
 from tests.conftest import TINY_BERT
 
 SETTINGS = [f"model.from_config={json.dumps({**TINY_BERT, 'hidden_size': 256, 'num_attention_heads': 4})}",
@@ -21,7 +21,7 @@ def linears(module: torch.nn.Module) -> list[torch.nn.Linear]:
 
 
 def test_simcse_mlp_starts_with_zero_bias_and_weights_of_std_initializer_range(tiny_corpus):
-    parts = build_parts(load_config("simcse", [*SETTINGS, f"data.corpus={tiny_corpus}"]), torch.device("cpu"))
+    parts = build_setup(load_config("simcse", [*SETTINGS, f"data.corpus={tiny_corpus}"]), torch.device("cpu"))
     dense = parts.encoder.mlp.dense
     std = parts.encoder.backbone.config.initializer_range
     assert torch.equal(dense.bias, torch.zeros_like(dense.bias))
@@ -31,7 +31,7 @@ def test_simcse_mlp_starts_with_zero_bias_and_weights_of_std_initializer_range(t
 
 @pytest.mark.parametrize(("recipe", "bert_like"), [("clear-del-word", True), ("augcse-4", False)])
 def test_projection_heads_start_as_their_papers_code_starts_them(recipe, bert_like, tiny_corpus):
-    parts = build_parts(load_config(recipe, [*SETTINGS, f"data.corpus={tiny_corpus}"]), torch.device("cpu"))
+    parts = build_setup(load_config(recipe, [*SETTINGS, f"data.corpus={tiny_corpus}"]), torch.device("cpu"))
     std = parts.encoder.backbone.config.initializer_range
     for layer in linears(parts.head):
         spread = float(layer.weight.detach().std())
@@ -43,13 +43,13 @@ def test_projection_heads_start_as_their_papers_code_starts_them(recipe, bert_li
 
 
 def test_head_init_pytorch_keeps_torch_defaults_and_a_saved_mlp_loads_over_either(tiny_corpus, tmp_path):
-    parts = build_parts(load_config("simcse", [*SETTINGS, f"data.corpus={tiny_corpus}", "model.head_init=pytorch",
+    parts = build_setup(load_config("simcse", [*SETTINGS, f"data.corpus={tiny_corpus}", "model.head_init=pytorch",
                                                "model.mlp_only_train=false"]), torch.device("cpu"))
     dense = parts.encoder.mlp.dense
     assert dense.bias.abs().sum() > 0
     assert float(dense.weight.detach().std()) == pytest.approx(1 / (3 * 256) ** 0.5, rel=0.1)
     parts.encoder.save(tmp_path / "saved")
-    again = build_parts(load_config("simcse", [f"model.name_or_path={tmp_path / 'saved'}", "train.eval_steps=0",
+    again = build_setup(load_config("simcse", [f"model.name_or_path={tmp_path / 'saved'}", "train.eval_steps=0",
                                                f"data.corpus={tiny_corpus}", "model.mlp_only_train=false"]),
                         torch.device("cpu"))
     assert torch.equal(again.encoder.mlp.dense.weight, dense.weight)

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from cselab.data.split import hold_out
-from cselab.train.parts import build_parts, make_loader
-from cselab.train.process import Process
+from cselab.train.rank import RankContext
+from cselab.train.setup import build_setup, make_loader
 from tests.pretrain.conftest import minilm_tokenizer, pretrain_config, write_lines, year_tokens
 
 
@@ -40,14 +40,14 @@ def test_held_out_lines_never_reach_a_training_batch(tmp_path, packing):
     config = pretrain_config(tmp_path / "lines.txt", tmp_path / "run", **{"data.packing": packing,
                                                                           "data.validation_fraction": 0.15,
                                                                           "optim.epochs": 2, "optim.max_steps": "null"})
-    parts = build_parts(config, torch.device("cpu"))
+    parts = build_setup(config, torch.device("cpu"))
     tokenizer = minilm_tokenizer()
     year_ids = tokenizer.convert_tokens_to_ids(year_tokens(tokenizer, len(lines)))
     held_out = hold_out(len(lines), 0.15).validation
     held_out_ids = {year_ids[i] for i in held_out}
     assert 3 <= len(held_out_ids) <= 20
     seen = set()
-    for batch in make_loader(parts, config.train, 0, Process(torch.device("cpu"), config.train.output_dir)):
+    for batch in make_loader(parts, config.train, 0, RankContext(torch.device("cpu"), config.train.output_dir)):
         seen |= original_ids(batch.masked)
     assert len(seen & set(year_ids)) == len(lines) - len(held_out)  # every training line was read
     assert not seen & held_out_ids
@@ -59,8 +59,8 @@ def test_held_out_lines_never_reach_a_training_batch(tmp_path, packing):
 def test_validation_masks_are_fixed_whatever_the_run_seed(tmp_path):
     corpus, cpu = tmp_path / "lines.txt", torch.device("cpu")
     write_lines(corpus, count=60)
-    first = build_parts(pretrain_config(corpus, tmp_path / "a", **{"train.seed": 1}), cpu)
-    other = build_parts(pretrain_config(corpus, tmp_path / "b", **{"train.seed": 2}), cpu)
+    first = build_setup(pretrain_config(corpus, tmp_path / "a", **{"train.seed": 1}), cpu)
+    other = build_setup(pretrain_config(corpus, tmp_path / "b", **{"train.seed": 2}), cpu)
     assert len(first.validation) >= 1
     for a, b in zip(first.validation, other.validation, strict=True):
         assert torch.equal(a.features["input_ids"], b.features["input_ids"]) and torch.equal(a.labels, b.labels)
@@ -101,7 +101,7 @@ def test_the_same_weights_score_the_same(tmp_path):
     from cselab.train.validation import ValidationMlm
 
     write_lines(tmp_path / "lines.txt", count=60)
-    parts = build_parts(pretrain_config(tmp_path / "lines.txt", tmp_path / "run"), torch.device("cpu"))
+    parts = build_setup(pretrain_config(tmp_path / "lines.txt", tmp_path / "run"), torch.device("cpu"))
     forward = StepForward(parts.encoder, parts.head, parts.objective, torch.device("cpu"), "fp32")
     validation = ValidationMlm(parts.validation, forward)
     parts.trainable.train()

@@ -86,7 +86,7 @@ def test_the_cache_is_reused_and_keyed_by_lines_and_size(lines, private_cache, m
 def test_only_training_lines_make_the_vocabulary(tmp_path):
     """A word in held-out lines alone is no piece; a word as frequent in training lines is one."""
     from cselab.data.split import hold_out
-    from cselab.train.parts import build_parts
+    from cselab.train.setup import build_setup
 
     path = tmp_path / "split.txt"
     lines = write_lines(path, count=80)
@@ -95,7 +95,7 @@ def test_only_training_lines_make_the_vocabulary(tmp_path):
     lines = [line + (" marble marble marble jukebox" if i in held else " tundra tundra tundra" if i in trained else "")
              for i, line in enumerate(lines)]
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    parts = build_parts(pretrain_config(path, tmp_path / "out", **{"model.wordpiece_vocab_size": 160}),
+    parts = build_setup(pretrain_config(path, tmp_path / "out", **{"model.wordpiece_vocab_size": 160}),
                         torch.device("cpu"))
     vocab = parts.encoder.tokenizer.get_vocab()
     assert len(vocab) == 160 and parts.encoder.input_embeddings().shape[0] == 160
@@ -158,7 +158,7 @@ def test_a_resume_with_another_vocabulary_of_the_same_size_is_refused(tmp_path, 
     from cselab.config import ConfigError
     from cselab.train import checkpoint as ckpt
     from cselab.train.loop import train
-    from cselab.train.parts import build_parts
+    from cselab.train.setup import build_setup
     from tests.reliability.conftest import edit_checkpoint_state
 
     out = tmp_path / "out"
@@ -168,7 +168,7 @@ def test_a_resume_with_another_vocabulary_of_the_same_size_is_refused(tmp_path, 
     first, last = ckpt.list_checkpoints(out / "checkpoints")
     recorded = ckpt.read_state(first)["components"]["position"]["vocabulary_sha256"]
     assert recorded == ckpt.read_state(last)["components"]["position"]["vocabulary_sha256"]
-    assert recorded == build_parts(config, torch.device("cpu")).vocabulary_sha256  # the vocabulary as trained
+    assert recorded == build_setup(config, torch.device("cpu")).vocabulary_sha256  # the vocabulary as trained
     shutil.rmtree(last)
     edit_checkpoint_state(first, lambda state: state["components"]["position"].update(vocabulary_sha256="0" * 64))
     with pytest.raises(ConfigError) as error:

@@ -153,7 +153,7 @@ def test_terms_with_their_own_parameters_are_sized_before_the_first_step_and_tra
                                                                                      monkeypatch):
     """The discriminator's sizes come from the model before step 1, the MLM head is the backbone's own
     (built before step 1, on the encoder); the optimizer holds their parameters and updates them."""
-    import cselab.train.parts as parts
+    import cselab.train.setup as parts
     from cselab.losses.mlm import MaskedTokensPass
 
     built, heads = [], []

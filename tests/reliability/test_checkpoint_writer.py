@@ -17,8 +17,8 @@ import torch
 from safetensors.torch import load_file
 
 from cselab.train import checkpoint as ckpt
+from cselab.train.checkpoint import Checkpointing
 from cselab.train.loop import train
-from cselab.train.saving import Checkpointing
 from tests.conftest import TINY_BERT, free_port
 from tests.reliability.conftest import STEPS, load_config_for, metric_records
 
@@ -190,7 +190,7 @@ def test_no_checkpoint_when_both_are_off(tmp_path, corpus_file):
 def test_every_process_follows_the_main_process_clock(monkeypatch):
     """A non-main process whose own clock is not late still saves when rank 0's is (and the reverse):
     the answer is rank 0's, shared at the window."""
-    import cselab.train.saving as saving
+    import cselab.train.checkpoint as saving
 
     train_config = SimpleNamespace(save_steps=0, save_minutes=10.0, keep_checkpoints=1)
     other = Checkpointing(SimpleNamespace(main=False, processes=2, out_dir=Path("run")), train_config, {}, None)

@@ -269,8 +269,8 @@ def test_the_speed_estimate_leaves_the_evaluation_out():
 
     from tqdm import tqdm
 
-    from cselab.train.metrics import MetricsLog
-    from cselab.train.run_state import LoaderPosition, RunClock
+    from cselab.train.metrics import MetricsLog, RunClock
+    from cselab.train.state import LoaderPosition
 
     shown = io.StringIO()
     bar = tqdm(total=10, file=shown, mininterval=0)

@@ -49,7 +49,7 @@ def test_a_run_failing_before_its_first_checkpoint_leaves_no_directory(tmp_path,
     def broken(*args, **kwargs):
         raise RuntimeError("a bug while building the run")
 
-    monkeypatch.setattr(loop, "build_parts", broken)
+    monkeypatch.setattr(loop, "build_setup", broken)
     out_dir = tmp_path / "fresh"
     with pytest.raises(RuntimeError, match="a bug"):
         train(load_config_for(corpus_file, out_dir), progress=False)

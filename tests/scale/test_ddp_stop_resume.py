@@ -117,7 +117,7 @@ from pathlib import Path
 import torch.distributed as dist
 sys.path.insert(0, os.environ["REPO_SRC"])
 from cselab.train import checkpoint as ckpt
-from cselab.train.run_dir import shared_resume_point
+from cselab.train.checkpoint import shared_resume_point
 
 class Process:  # what shared_resume_point reads of train/process.py's Process
     def __init__(self, out_dir, rank, processes):

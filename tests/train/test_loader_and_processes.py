@@ -12,9 +12,9 @@ import torch
 
 from cselab.config import ConfigError, load_config
 from cselab.train import distributed
-from cselab.train.metrics import SLOW_LOADER, MetricsLog
-from cselab.train.parts import MAX_AUTO_WORKERS, loader_workers
-from cselab.train.run_state import LoaderPosition, RunClock
+from cselab.train.metrics import SLOW_LOADER, MetricsLog, RunClock
+from cselab.train.setup import MAX_AUTO_WORKERS, loader_workers
+from cselab.train.state import LoaderPosition
 from cselab.train.steps import StepResult
 from tests.conftest import TINY_BERT
 

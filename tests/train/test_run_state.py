@@ -13,7 +13,8 @@ from safetensors.torch import load_file
 
 from cselab.errors import ConfigError
 from cselab.train import checkpoint as ckpt
-from cselab.train.run_state import EncoderWeights, HeadWeights, LoaderPosition, RngStreams, RunClock
+from cselab.train.metrics import RunClock
+from cselab.train.state import EncoderWeights, HeadWeights, LoaderPosition, RngStreams
 
 
 def round_trip(tmp_path, states: dict) -> dict:

@@ -104,6 +104,11 @@ class Objective(nn.Module):
         self.passes = nn.ModuleDict({name: TOKEN_PASSES.build(name, **read[name]) for name in TOKEN_PASSES
                                      if name in read})
 
+    def stateful_parts(self) -> list[tuple[str, nn.Module]]:
+        """Each term (by its log name) and token pass (by its name), for the state they keep across steps
+        (``components()``)."""
+        return [*zip(self.log_names, self.terms, strict=True), *self.passes.items()]
+
     def readers(self, pass_name: str) -> list[LossTerm]:
         """The terms that read the token pass ``pass_name``."""
         return [term for term in self.terms if pass_name in term.needs | term.wants]

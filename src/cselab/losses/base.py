@@ -157,6 +157,12 @@ class LossTerm(nn.Module):
     def forward(self, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         raise NotImplementedError
 
+    def components(self) -> dict[str, Any]:
+        """State the term keeps across steps besides its trainable weights, ``{name: component}``, each
+        with ``state_dict()``/``load_state_dict()`` (and a ``version``): checkpointed with the run as
+        ``TERM.NAME`` (``train/state.py``). None by default."""
+        return {}
+
 
 #: The loss terms by name; each module of this package registers its own on import.
 LOSSES: Registry[LossTerm] = Registry("loss", base=LossTerm)
@@ -248,6 +254,11 @@ class TokenPass(nn.Module):
 
     def forward(self, tokens: TokenBatch, encoder: nn.Module, inputs: LossInputs) -> Any:
         raise NotImplementedError
+
+    def components(self) -> dict[str, Any]:
+        """State the pass keeps across steps besides its trainable weights (a momentum encoder, a queue),
+        ``{name: component}``, checkpointed with the run as ``PASS.NAME`` (``LossTerm.components``)."""
+        return {}
 
 
 #: The token-level passes by name, in registration order (which gives each its own seed stream):

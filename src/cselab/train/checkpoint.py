@@ -23,26 +23,42 @@ not by reading the files back) while training goes on, and the next save waits o
 still writing. On resume a checkpoint that fails its manifest (truncated, bit-flipped, missing
 files) is moved aside to ``corrupt-step-*`` with a warning and the previous one is used. Nothing is
 ever unpickled.
+
+Each component's ``version`` is kept beside its state: a checkpoint whose component has another
+version is refused naming it, and a component the checkpoint lacks (one added to cselab, or to the
+run's objective, after it was written) keeps its starting state, so adding one refuses no older
+checkpoint.
+
+When the loop saves (``Checkpointing``: every ``save_steps``, every ``save_minutes``, at the end, on a
+signal) and the run's output directory (``open_run``: its lock, its resolved config, the checkpoint to
+resume from) are here too.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import shutil
+import socket
 import struct
 import threading
+import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors.torch import load_file
 
-from cselab.config import Config
-from cselab.errors import CselabError, first_line
+from cselab.config import Config, TrainConfig
+from cselab.errors import ConfigError, CselabError, first_line
+from cselab.run_files import BEST_MODEL, CHECKPOINTS, KEPT_DIR, LOCK, METRICS, RUN_CONFIG
+from cselab.train.distributed import from_main, gather_objects
+from cselab.train.rank import RankContext
 
 log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
@@ -199,12 +215,14 @@ class CheckpointDir:
     directory: Path
     keep: int = 1
 
-    def snapshot(self, states: dict[str, Any], manifest: dict, link: dict[str, Path] | None = None) -> Snapshot:
+    def snapshot(self, states: dict[str, Any], manifest: dict, link: dict[str, Path] | None = None,
+                 versions: dict[str, int] | None = None) -> Snapshot:
         """What the loop must do itself before it goes on: copy every tensor of ``states`` ({component
         name: its state_dict()}) to the host, and link files that already hold a component's tensors
         (``link``: {component: file}, the final model saved at this step holding the encoder's weights)
         into the temporary directory now (a best model saved later replaces that file; the link keeps
-        these bytes). ``manifest``: ``step`` and what else describes the run (its config, precision).
+        these bytes). ``manifest``: ``step`` and what else describes the run (its config, precision);
+        ``versions``: each component's state layout version.
         The rest is :func:`write_snapshot`'s, in the writer's thread."""
         snap = Snapshot(self.directory, manifest["step"], self.keep, {}, {})
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -217,6 +235,8 @@ class CheckpointDir:
             if _same_layout(source, tensors[name]) and _link(source, snap.tmp / f"{name}.safetensors"):
                 tensors[name] = {}
         snap.state = {"format": FORMAT, **manifest, "components": skeletons}
+        if versions:
+            snap.state["versions"] = versions
         json.dumps(snap.state)  # what JSON cannot hold fails here, in the loop, not later in the writer's thread
         snap.tensors = _host_copies(tensors)
         return snap
@@ -462,6 +482,7 @@ class SavedRun:
     path: Path
     manifest: dict
     states: dict[str, Any]
+    versions: dict[str, int] = field(default_factory=dict)  # each component's state layout (absent: its first)
 
 
 def check_layout(path: Path, state: dict) -> None:
@@ -479,15 +500,27 @@ def read_checkpoint(path: Path) -> SavedRun:
         file = path / f"{name}.safetensors"
         tensors = load_file(str(file)) if file.is_file() else {}
         states[name] = join_tensors(skeleton, _dense_rows(tensors, state.get(SPARSE, {}).get(name, {})))
-    manifest = {k: v for k, v in state.items() if k not in ("components", SPARSE, "format")}
-    return SavedRun(path, manifest, states)
+    manifest = {k: v for k, v in state.items() if k not in ("components", SPARSE, "format", "versions")}
+    # A checkpoint written before components had versions holds each one's first.
+    versions = {name: state.get("versions", {}).get(name, 1) for name in states}
+    return SavedRun(path, manifest, states, versions)
 
 
 def restore(components: dict[str, Any], saved: SavedRun) -> None:
-    """``load_state_dict`` of every component from ``saved``; one that does not fit fails naming the
-    checkpoint and the component, in one line. Each state is let go once loaded (``saved`` is emptied):
-    the run keeps no second copy of the weights and moments in host memory."""
+    """``load_state_dict`` of every component from ``saved``; one that does not fit, or was saved in
+    another version of its layout, fails naming the checkpoint and the component, in one line; one the
+    checkpoint lacks keeps its starting state (it was added after the checkpoint was written). Each
+    state is let go once loaded (``saved`` is emptied): the run keeps no second copy of the weights
+    and moments in host memory."""
     for name, component in components.items():
+        if name not in saved.states:
+            log.info("%s: holds no %s (added since it was written); it starts fresh", saved.path, name)
+            continue
+        version = getattr(component, "version", 1)
+        if saved.versions.get(name, 1) != version:
+            raise CheckpointError(f"{saved.path}: its {name} is version {saved.versions.get(name, 1)} of that state, "
+                                  f"this cselab reads version {version}; resume it with the cselab that wrote it, "
+                                  f"or pass --no-resume (or another train.output_dir) to start over")
         try:
             component.load_state_dict(saved.states.pop(name))
         except CselabError as exc:  # the run's data or settings differ: named with the checkpoint
@@ -498,3 +531,217 @@ def restore(components: dict[str, Any], saved: SavedRun) -> None:
             first = lines[1] if lines[0].endswith(":") and len(lines) > 1 else lines[0]
             raise CheckpointError(f"{saved.path}: its {name} does not fit this run ({first}); "
                                   f"use --no-resume or another train.output_dir") from None
+
+# -- when the loop saves ------------------------------------------------------------------------------
+
+class Checkpointing:
+    """Saves every ``train.save_steps`` steps and every ``train.save_minutes`` minutes, whichever comes
+    first (0 turns either off), and after the last step when one is on.
+
+    The clock is read only where a log window closes, by the main process, and its answer is shared
+    with the others (one small collective per window), so every process saves at the same step.
+    ``manifest``: what describes the run beside its components (its config, its precision)."""
+
+    def __init__(self, process: RankContext, train: TrainConfig, manifest: dict, writer: CheckpointWriter):
+        self.process, self.manifest, self.writer = process, manifest, writer
+        self.steps, self.seconds = train.save_steps, train.save_minutes * 60
+        self.directory = CheckpointDir(process.out_dir / CHECKPOINTS, train.keep_checkpoints)
+        self.last_save = time.monotonic()
+
+    def due(self, step: int, last: bool, window: bool) -> bool:
+        if self.steps and (step % self.steps == 0 or last):
+            return True
+        if not self.seconds or not (last or window):
+            return False
+        if last:
+            return True
+        late = time.monotonic() - self.last_save >= self.seconds if self.process.main else None
+        return bool(from_main(late))
+
+    def save(self, step: int, states: dict[str, Any], versions: dict[str, int], link_encoder: bool) -> None:
+        """Hand this step's checkpoint (``states``: every component's, ``versions``: their layouts') to
+        the writer, after the one it may still be writing: the loop waits for the host copy, not for the
+        disk. The main process writes; ``link_encoder``: the final model in the output directory holds
+        this step's weights (the best so far, or the last step's), so the checkpoint links its file."""
+        if self.process.main:
+            link = {"encoder": self.process.out_dir / "model.safetensors"} if link_encoder else None
+            self.writer.wait()  # one host copy at a time: memory stays at one checkpoint's
+            self.writer.save(self.directory.snapshot(states, {"step": step, **self.manifest}, link, versions))
+        self.process.barrier()
+        self.last_save = time.monotonic()
+
+# -- the run's output directory: its lock, its resolved config, the checkpoint to resume from ---------
+
+@contextlib.contextmanager
+def open_run(process, config: Config, resume: bool) -> Iterator[Path | None]:
+    """The output directory, locked while the run lasts; yields the checkpoint to resume from
+    (None = start over), after checking it belongs to this config.
+
+    Starting over clears the directory's old checkpoints, metrics and ``best-METRIC/`` models, so a
+    later resume (or ``cselab eval``) can never pick up what an earlier, different run left;
+    resuming cuts the metrics back to the checkpoint's step. Only the main process looks (and writes,
+    and sets broken checkpoints aside); it tells the others which checkpoint it resumes from
+    (:func:`shared_resume_point`), so all of them start at its step or none does.
+    A run that fails before its first checkpoint removes the directory if it created it.
+    """
+    out_dir = process.out_dir
+    created = _first_missing(out_dir) if process.main else None
+    try:
+        with output_lock(out_dir) if process.main else contextlib.nullcontext():
+            latest, error = None, None
+            if process.main:
+                try:
+                    latest = _open_run(out_dir, config, resume)
+                except (CselabError, OSError, ValueError) as exc:  # raised on every process below
+                    error = exc
+            yield shared_resume_point(process, latest, error)
+    except BaseException:
+        if created is not None and not list_checkpoints(out_dir / CHECKPOINTS):
+            shutil.rmtree(created, ignore_errors=True)
+        raise
+
+
+def shared_resume_point(process, latest: Path | None, error: BaseException | None = None) -> Path | None:
+    """The main process's resume point (or its error) on every process. Each process reads the
+    checkpoint's files itself (its own RNG state is in there), under its own ``train.output_dir``: on
+    machines that do not share that directory a process cannot, and every process fails with one
+    line naming the path, instead of one process starting over at step 0 beside the others."""
+    if process.processes == 1:
+        if error is not None:
+            raise error
+        return latest
+    error, name = from_main((error, None if latest is None else latest.name))
+    if error is not None:
+        raise error
+    if name is None:
+        return None
+    path = process.out_dir / CHECKPOINTS / name
+    missing = None if process.main else _missing_files(path)
+    problems = [(rank, what) for rank, what in enumerate(gather_objects(missing)) if what]
+    if problems:
+        rank, what = problems[0]
+        raise CheckpointError(f"{path}: process {rank} of {process.processes} cannot read {what} of the "
+                                   f"checkpoint the main process resumes from; every machine needs the same "
+                                   f"train.output_dir (a shared file system), or a copy of that checkpoint in it")
+    return path
+
+
+def _missing_files(path: Path) -> str | None:
+    """What of checkpoint ``path`` this process cannot find (None: every file is there). Existence
+    only: the main process has checked the digests."""
+    try:
+        names = list(json.loads((path / MANIFEST).read_text()))
+    except (OSError, ValueError):
+        return MANIFEST
+    absent = [name for name in names if not (path / name).is_file()]
+    return ", ".join(absent) or None
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost directory of ``path`` that does not exist yet (what a failed run must remove)."""
+    missing = None
+    for candidate in (path.absolute(), *path.absolute().parents):
+        if candidate.exists():
+            break
+        missing = candidate
+    return missing
+
+
+@contextlib.contextmanager
+def output_lock(out_dir: Path) -> Iterator[None]:
+    """``OUT_DIR/.cselab-train.lock`` (pid, host, start time) while the block runs: a second run on
+    the same directory is refused, naming the holder; a lock whose process has died is taken over."""
+    _refuse_file_in_path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / LOCK
+    mine = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    while True:
+        try:
+            with open(path, "x", encoding="utf-8") as handle:
+                json.dump(mine, handle)
+            break
+        except FileExistsError:
+            holder = _lock_holder(path)
+            if holder is not None and not _is_stale(holder):
+                who = f"pid {holder.get('pid')} on {holder.get('host')}, since {holder.get('started')}"
+                raise ConfigError(f"{out_dir}: another training run is using this directory ({who}); wait for it, "
+                                  f"use another train.output_dir, or delete {path} if that run is gone") from None
+            path.unlink(missing_ok=True)  # a dead run's lock (or an unreadable one): taken over
+    try:
+        yield
+    finally:
+        if _lock_holder(path) == mine:
+            path.unlink(missing_ok=True)
+
+
+def _refuse_file_in_path(out_dir: Path) -> None:
+    """An existing file where the output folder (or a folder above it) would be: say so, and what goes there."""
+    for candidate in (out_dir, *out_dir.parents):
+        if candidate.exists():
+            if not candidate.is_dir():
+                raise ConfigError(f"train.output_dir: {candidate} is an existing file, not a folder; the output "
+                                  f"directory is a folder for the model, metrics.jsonl, summary.json and checkpoints "
+                                  f"(pass a new folder, or a run's to resume it)")
+            return
+
+
+def _lock_holder(path: Path) -> dict | None:
+    try:
+        holder = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return holder if isinstance(holder, dict) else None
+
+
+def _is_stale(holder: dict) -> bool:
+    """The lock's process is gone (only knowable on this host; another host's lock is kept)."""
+    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
+        return False
+    try:
+        os.kill(holder["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _open_run(out_dir: Path, config: Config, resume: bool) -> Path | None:
+    checkpoint_dir = out_dir / CHECKPOINTS
+    out_dir.mkdir(parents=True, exist_ok=True)
+    latest = latest_valid_checkpoint(checkpoint_dir) if resume else None
+    if latest is None:
+        for old in [*checkpoint_dir.glob("step-*"), *checkpoint_dir.glob(".step-*.tmp")]:
+            shutil.rmtree(old, ignore_errors=True)
+        (out_dir / METRICS).unlink(missing_ok=True)
+        (out_dir / BEST_MODEL).unlink(missing_ok=True)
+        for kept in out_dir.glob(KEPT_DIR.format(metric="*")):
+            if kept.is_dir():  # an earlier run's further best models (derived) are never adopted nor left to load
+                shutil.rmtree(kept, ignore_errors=True)
+    else:
+        state = read_state(latest)
+        check_layout(latest, state)  # before its settings are compared (an older layout keeps them elsewhere)
+        differing = config_differences(state.get("config"), config.to_dict())
+        if differing:
+            raise ConfigError(f"{out_dir}: its checkpoint {latest.name} was made with a different "
+                              f"{', '.join(differing)}; run with the same settings to resume, or pass --no-resume "
+                              f"(or another train.output_dir) to start over")
+        trim_metrics(out_dir / METRICS, checkpoint_step(latest))
+    write_json_atomic(out_dir / RUN_CONFIG, config.to_dict())
+    return latest
+
+
+def trim_metrics(path: Path, last_step: int) -> None:
+    """Keep the records up to ``last_step`` (the resume point), so a resumed run adds no duplicates."""
+    if not path.is_file():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            if json.loads(line)["step"] <= last_step:
+                kept.append(line)
+        except (ValueError, KeyError, TypeError):
+            pass  # a record cut short by the crash
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    os.replace(tmp, path)

@@ -24,13 +24,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
 from cselab.data.collate import Batch
 from cselab.errors import TrainingError
-from cselab.train.run_state import LoaderPosition, RunClock
 from cselab.train.steps import StepResult
 from cselab.train.throughput import Throughput
 
@@ -42,6 +41,37 @@ SLOW_LOADER = 0.2  # a loader_wait above this share gets a hint
 def loader_hint(share: float) -> str:
     return (f"loader_wait {share:.0%}: training waits that long for its batches; cache the augmentations with "
             f"`cselab augment` (read back by the `cached` augmenter) or raise train.num_workers")
+
+
+class StepCount(Protocol):
+    """Where the run is: its steps done (``state.LoaderPosition``)."""
+
+    step: int
+
+
+class RunClock:
+    """Training time (the log windows' wall time, evaluations and checkpoints left out), of it the
+    time spent waiting for batches, and the run's wall time over every invocation (each up to its
+    last checkpoint). A component of the run's state (``state.RunState``)."""
+
+    def __init__(self, started: float | None = None):
+        self.train_seconds = self.loader_wait_seconds = self.wall_before = 0.0
+        self.started = time.time() if started is None else started  # this invocation's start (RankContext.start)
+
+    def trained(self, seconds: float, waited: float) -> None:
+        self.train_seconds += seconds
+        self.loader_wait_seconds += waited
+
+    def wall_seconds(self) -> float:
+        return self.wall_before + time.time() - self.started
+
+    def state_dict(self) -> dict[str, float]:
+        return {"train_seconds": self.train_seconds, "loader_wait_seconds": self.loader_wait_seconds,
+                "wall_seconds": self.wall_seconds()}
+
+    def load_state_dict(self, state: dict[str, float]) -> None:
+        self.train_seconds, self.loader_wait_seconds = state["train_seconds"], state["loader_wait_seconds"]
+        self.wall_before = state["wall_seconds"]
 
 
 @dataclass
@@ -59,7 +89,7 @@ class MetricsLog:
     """The log windows of ``metrics.jsonl``; its state is the run's first and latest logged loss (the
     summary's first and final loss)."""
 
-    def __init__(self, log_steps: int, position: LoaderPosition, clock: RunClock, throughput: Throughput,
+    def __init__(self, log_steps: int, position: StepCount, clock: RunClock, throughput: Throughput,
                  sinks: Sinks | None = None):
         self.log_steps, self.position, self.clock, self.throughput = log_steps, position, clock, throughput
         self.sinks = sinks or Sinks()

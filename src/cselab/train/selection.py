@@ -21,13 +21,28 @@ from __future__ import annotations
 import functools
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
-from cselab.evaluate.dev import DEV_METRICS, DevMetric, metric_class, metric_key
+from cselab.config import Config
+from cselab.evaluate.dev import (
+    DEV_METRICS,
+    DevMetric,
+    ValidationLoss,
+    build_metric,
+    find_senteval_dir,
+    metric_class,
+    metric_key,
+)
 from cselab.model.encoder import SentenceEncoder
 from cselab.model.files import CSELAB_CONFIG
-from cselab.run_files import BEST_MODEL
+from cselab.run_files import BEST_MODEL, KEPT_DIR
 from cselab.train.checkpoint import write_json_atomic
+from cselab.train.distributed import from_main
+from cselab.train.metrics import bars_allowed
+from cselab.train.rank import RankContext, on_main
+from cselab.train.setup import TrainingSetup
+from cselab.train.validation import ValidationMlm
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +146,17 @@ class Tracked:
                 f"{self.metric}_note": self.note}
 
 
+@dataclass
+class SelectionSettings:
+    """How a run's model selection works, known when it is built."""
+
+    every: int  # train.eval_steps (0: never evaluated)
+    precision: str  # the encoder is scored in the training precision
+    base_metric: DevMetric | None = None  # the first of train.select_on, scored before step 1
+    raw_encoder: bool = False  # an MLM-only run: the model is saved as a raw encoder (write_model)
+    agreed: tuple[bool, bool] | None = None  # (evaluates, selects) as the main process found them (None: as found)
+
+
 class ModelSelection:
     """Evaluates the encoder every ``every`` steps and keeps each tracked metric's best model.
 
@@ -145,16 +171,17 @@ class ModelSelection:
     they select is the main process's answer (``agreed``), so every process evaluates at the same steps.
     """
 
-    def __init__(self, tracked: list[Tracked], sources: list[DevMetric], encoder: SentenceEncoder, precision: str,
-                 every: int):
-        self.tracked, self.encoder, self.precision, self.every = tracked, encoder, precision, every
+    def __init__(self, tracked: list[Tracked], sources: list[DevMetric], encoder: SentenceEncoder,
+                 settings: SelectionSettings):
+        self.tracked, self.encoder = tracked, encoder
+        self.precision, self.every = settings.precision, settings.every
         self.sources = [metric for metric in sources if metric is not None]
         self.primary = tracked[0]
         self.primary.primary = True
-        self.base_metric: DevMetric | None = None
+        self.base_metric = settings.base_metric
         self.base: float | None = None
-        self.raw_encoder = False  # an MLM-only run: saved as a raw encoder (write_model)
-        self.agreed: tuple[bool, bool] | None = None  # (evaluates, selects), as the main process found them
+        self.raw_encoder = settings.raw_encoder
+        self.agreed = settings.agreed
 
     @property
     def selects(self) -> bool:
@@ -229,3 +256,87 @@ class ModelSelection:
         for tracked in self.tracked[1:]:
             summary.update(tracked.summary())
         return summary
+
+
+# -- model selection as the run configures it ----------------------------------------------------------
+
+def model_selection(process: RankContext, config: Config, setup: TrainingSetup, precision: str,
+                    validation: ValidationMlm | None = None) -> ModelSelection:
+    """The metrics of ``train.select_on`` (the first picks the final model), scored on the main process
+    when their data is found; for an objective of MLM alone with held-out lines, the validation MLM loss
+    picks the model instead (the first of ``train.select_on`` is still scored at each evaluation)."""
+    dev_dir, dev = on_main(process, lambda: primary_metric(config), (None, None))
+    first = Tracked(config.train.select_on[0], process.out_dir, dev)
+    further = on_main(process, lambda: further_metrics(process, config, dev_dir), [])
+    validation_loss = None if validation is None else ValidationLoss(validation)
+    if not setup.objective.encodes_views and validation_loss is not None:
+        first = Tracked(validation_loss.key, process.out_dir, validation_loss)
+    sources = [dev, validation_loss, *(kept.source for kept in further)]  # metrics.jsonl's column order
+    # Only the main process has the metrics: the others evaluate and select as it does.
+    agreed = from_main((any(source is not None for source in sources), first.source is not None)
+                       if process.main else None)
+    selection = ModelSelection([first, *further], sources, setup.encoder,
+                               SelectionSettings(config.train.eval_steps, precision, base_metric=dev,
+                                                 raw_encoder=not setup.objective.encodes_views, agreed=agreed))
+    if process.main and config.train.eval_steps > 0 and not selection.selects:
+        process.say(f"no {selection.primary.label} data found: the final model is the last step "
+                    "(`cselab data download` fetches it; or set data.dev_dir or $CSELAB_DATA)")
+    return selection
+
+
+def score_base(process: RankContext, selection: ModelSelection, known: dict[str, float] | None) -> None:
+    """The starting point, so a run shows what training changed (SimCSE's own tables compare so):
+    the first metric of ``train.select_on`` before step 1, or ``known[key]``, its value already
+    measured in these settings (by a sweep, for another run)."""
+    metric = selection.base_metric
+    if metric is None:
+        return
+    if known and metric.key in known:
+        selection.base = known[metric.key]
+        process.say(f"{metric.label} before training: {selection.base:.2f} (measured for an earlier run)")
+        return
+    process.say("evaluating the starting model before training...")
+    selection.score_base(progress=process.main and bars_allowed())
+    process.say(f"{metric.label} before training: {selection.base:.2f}")
+
+
+def caller_stops(process: RankContext, on_evaluation, step: int, record: dict) -> bool:
+    """``on_evaluation(step, record)`` on the main process (whose record holds the dev scores); its answer
+    is shared, so every process stops at the same step."""
+    stop = bool(on_evaluation(step, record)) if process.main else None
+    return bool(from_main(stop))
+
+
+def primary_metric(config: Config) -> tuple[Path | None, DevMetric | None]:
+    """The SentEval directory and the metric that picks the final model (``train.select_on``'s first;
+    STS-B dev by default), when evaluations are on and the data is found."""
+    if config.train.eval_steps == 0:
+        return None, None
+    dev_dir = find_senteval_dir(config.data.dev_dir)
+    entry = config.train.select_on[0]
+    if dev_dir is None and metric_class(entry).needs_senteval:
+        return None, None
+    return dev_dir, build_metric(entry, dev_dir)
+
+
+def further_metrics(process: RankContext, config: Config, dev_dir: Path | None) -> list[Tracked]:
+    """Each metric of ``train.select_on`` after the first keeps its own best model. Without SentEval
+    data (or evaluations) it cannot: a warning says so, and the summary's METRIC_note; SentEval data
+    that lacks the metric's own files fails here, before the first step, naming the file."""
+    kept = []
+    for entry in config.train.select_on[1:]:
+        source, note = None, None
+        if config.train.eval_steps == 0:
+            note = "not evaluated (train.eval_steps is 0)"
+        elif dev_dir is None and metric_class(entry).needs_senteval:
+            note = "not evaluated: no SentEval data found (`cselab data download`; or set data.dev_dir or $CSELAB_DATA)"
+        else:
+            source = build_metric(entry, dev_dir)
+            note = source.note
+        directory = process.out_dir / KEPT_DIR.format(metric=metric_key(entry))
+        if source is not None:
+            process.say(f"{source.key}: {source.describe()} at every evaluation; its best model goes to {directory}")
+        if note:
+            process.say(f"warning: train.select_on {entry}: {note}")
+        kept.append(Tracked(entry, directory, source, note))
+    return kept

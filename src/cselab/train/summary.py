@@ -10,17 +10,17 @@ from cselab.hardware import PrecisionChoice
 from cselab.model.card import write_run_cards
 from cselab.run_files import SUMMARY
 from cselab.train.checkpoint import write_json_atomic
-from cselab.train.components import RunComponents
 from cselab.train.metrics import SLOW_LOADER, loader_hint
-from cselab.train.parts import RunParts
-from cselab.train.process import Process
+from cselab.train.rank import RankContext
+from cselab.train.setup import TrainingSetup
+from cselab.train.state import RunState
 
 
-def summarize(process: Process, config: Config, parts: RunParts, run: RunComponents,
+def summarize(process: RankContext, config: Config, setup: TrainingSetup, run: RunState,
               precision: PrecisionChoice) -> dict:
     """The run summary (written to summary.json by the main process). Re-running a finished run
     changes nothing: its summary is read back as it was written when it finished."""
-    position, clock, total = run.position, run.clock, len(parts.plan)
+    position, clock, total = run.position, run.clock, len(setup.plan)
     if position.resumed_from >= total and (finished := _finished_summary(process.out_dir / SUMMARY)):
         return finished
     seconds = clock.train_seconds
@@ -30,7 +30,7 @@ def summarize(process: Process, config: Config, parts: RunParts, run: RunCompone
         "finished": position.step >= total,
         "steps": position.step,
         "total_steps": total,
-        "corpus": parts.corpus_stats.to_dict(),
+        "corpus": setup.corpus_stats.to_dict(),
         "device": str(process.device),
         "precision": precision.to_dict(),
         "first_loss": run.metrics.first_loss,

@@ -1,5 +1,6 @@
-"""What a run is made of, built from its config: corpus (and its validation split), views, encoder,
-head, objective, step plan, data loader, optimiser and learning-rate schedule."""
+"""What a run trains and on what, built from its config the same way at every start: corpus (and its
+validation split), views, encoder, head, objective (its terms and token passes), step plan and data
+loader. What changes as it trains is the run's state (``state.py``)."""
 from __future__ import annotations
 
 import logging
@@ -29,7 +30,7 @@ from cselab.model.encoder import SentenceEncoder
 from cselab.model.heads import build_head, init_like_backbone
 from cselab.speed import speed_up
 from cselab.train.distributed import local_processes
-from cselab.train.process import Process
+from cselab.train.rank import RankContext
 from cselab.train.signals import quiet_worker
 from cselab.train.validation import validation_batches
 
@@ -37,7 +38,7 @@ log = logging.getLogger("cselab.train")
 
 
 @dataclass
-class RunParts:
+class TrainingSetup:
     corpus: Any  # what the plan's indices pick: training sentences, or token blocks when packed
     corpus_stats: CorpusStats
     encoder: SentenceEncoder
@@ -50,8 +51,12 @@ class RunParts:
     notes: list[str] = field(default_factory=list)  # lines for the run's output (a trained vocabulary)
     vocabulary_sha256: str | None = None  # a trained WordPiece vocabulary's fingerprint (checked on resume)
 
+    def announcements(self) -> list[str]:
+        """What the run's output says of its setup before training: the corpus as read, a trained vocabulary."""
+        return [note for note in [*self.corpus_stats.notes(), *self.notes] if note]
 
-def build_parts(config: Config, device: torch.device, processes: int = 1, rank: int = 0) -> RunParts:
+
+def build_setup(config: Config, device: torch.device, processes: int = 1, rank: int = 0) -> TrainingSetup:
     corpus, stats = read_corpus(config.data.corpus, config.data.column, config.data.max_sentences,
                                 seed=config.train.seed)
     split = hold_out(len(corpus), config.data.validation_fraction)
@@ -93,8 +98,8 @@ def build_parts(config: Config, device: torch.device, processes: int = 1, rank: 
                             reads=objective.needs | objective.wants,
                             cached=sentence_tokenizer(items, encoder, config.data))
     validation = validation_batches(collator, held_out, config.optim.batch_size) if "masked" in objective.passes else []
-    return RunParts(items, stats, encoder, head, objective, trainable, plan_steps(items, config, processes), collator,
-                    validation, [] if vocabulary is None else [vocabulary.note()], trained_vocabulary)
+    return TrainingSetup(items, stats, encoder, head, objective, trainable, plan_steps(items, config, processes),
+                         collator, validation, [] if vocabulary is None else [vocabulary.note()], trained_vocabulary)
 
 
 def pack(corpus, split: LineSplit, encoder: SentenceEncoder, config: Config) -> tuple[PackedBlocks, PackedBlocks]:
@@ -218,15 +223,15 @@ def loader_workers(train: TrainConfig, device: torch.device) -> int:
     return max(1, min(MAX_AUTO_WORKERS, cores // local_processes() - 1))
 
 
-def make_loader(parts: RunParts, train: TrainConfig, start_step: int,
-                process: Process) -> torch.utils.data.DataLoader:
+def make_loader(setup: TrainingSetup, train: TrainConfig, start_step: int,
+                process: RankContext) -> torch.utils.data.DataLoader:
     """Batches from step ``start_step`` on: this process's share of each step of the plan."""
     device, workers = process.device, loader_workers(train, process.device)
     log.info("data loader: %d worker processes", workers)
     return torch.utils.data.DataLoader(
-        StepDataset(parts.corpus, parts.plan, start_step, process.rank, process.processes), batch_size=None,
+        StepDataset(setup.corpus, setup.plan, start_step, process.rank, process.processes), batch_size=None,
         shuffle=False,
-        collate_fn=parts.collator, num_workers=workers, persistent_workers=False, worker_init_fn=quiet_worker,
+        collate_fn=setup.collator, num_workers=workers, persistent_workers=False, worker_init_fn=quiet_worker,
         pin_memory=device.type == "cuda", prefetch_factor=4 if workers else None,
         # Its own generator: starting the loader must not draw from the restored dropout RNG.
         generator=torch.Generator().manual_seed(train.seed))

@@ -1,5 +1,6 @@
-"""This training process among its peers: its device, its rank and the work only the main one does
-(printing, progress bars); the run's other jobs live beside it (selection, resume, saving, summary)."""
+"""This training process among its peers (its rank context): its device, its rank and the work only
+the main one does (printing, progress bars). Every part of the loop that acts differently on the main
+process, or waits for the others, takes it (``process``)."""
 from __future__ import annotations
 
 import os
@@ -16,7 +17,9 @@ from cselab.train.metrics import bars_allowed
 
 
 @dataclass
-class Process:
+class RankContext:
+    """The device, rank and output directory of this process of the run, and its clock's start."""
+
     device: torch.device
     out_dir: Path
     rank: int = 0
@@ -26,7 +29,7 @@ class Process:
     started: float = field(default_factory=time.time)  # the run clock's start for this invocation
 
     @classmethod
-    def start(cls, train: TrainConfig, bars: bool = True) -> Process:
+    def start(cls, train: TrainConfig, bars: bool = True) -> RankContext:
         """Pick the device, join the other processes (torchrun, or any launcher that sets torch's
         environment variables: ``accelerate launch`` too) and seed."""
         from transformers import set_seed
@@ -72,7 +75,7 @@ class Process:
         return f"checkpoints and the best model so far stay in {self.out_dir}; {remedy} and run with --no-resume"
 
 
-def on_main(process: Process, build, default):
+def on_main(process: RankContext, build, default):
     """``build()`` on the main process (``default`` on the others). What it raises (dev data missing
     or malformed) is raised on every process alike: none is left waiting in a collective for a main
     process that has stopped."""
