@@ -71,6 +71,15 @@ SENTENCES = [
     "He won the 21st prize with 5% of the votes in New York.",
     "I don't think it's true that she can't drive.",
     "Nobody knows where the green house is.",
+    # Where the two grammars read a sentence differently: a coordinated subject led by "me", a
+    # plural determiner as subject, a relative clause's subject, an all-capitals contraction, a
+    # contracted "has" before a participle.
+    "Me and him were late for the show.",
+    "These may help us.",
+    "The men who may come will help.",
+    "I CAN'T GO HOME.",
+    "He's taken the money.",
+    "She's got a new job.",
 ]
 
 RANDOM_SEEDS = (0, 1, 2)
