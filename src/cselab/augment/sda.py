@@ -18,8 +18,9 @@ spaCy parse, plus a single negation for use as a hard negative:
 
 A sentence no rule fits comes back unchanged, byte for byte: output is rebuilt from the tokens'
 own text and ``whitespace_``, so everything outside an edit is identical to the input.
-Loading, batched parsing and the parse cache are shared with AugCSE's rules
-(:mod:`cselab.augment.spacy_pipeline`); this module adds the verb tables its rules read.
+Loading, batched parsing and the parse cache (:mod:`cselab.augment.spacy_pipeline`) and the English
+grammar (:mod:`cselab.augment.grammar`: rendering edits, agreement, negation removal, the contraction
+and pronoun tables) are shared with AugCSE's rules; this module adds the verb tables its rules read.
 """
 from __future__ import annotations
 
@@ -35,6 +36,20 @@ from typing import TYPE_CHECKING
 from cselab import citations
 from cselab.augment import spacy_pipeline
 from cselab.augment.base import Augmenter, AugmenterUnavailable, register_augmenter, sentence_seed
+from cselab.augment.grammar import (
+    AUXILIARY_DEPS,
+    AUXILIARY_LEMMAS,
+    AUXILIARY_NEGATIONS,
+    CONTRACTED_NEGATION,
+    Edits,
+    contracted_s_lemma,
+    keeps_capital,
+    past_form,
+    person_number,
+    present_form,
+    remove_negation,
+    subject_of,
+)
 from cselab.augment.spacy_pipeline import MAX_PARSE_CHARS
 from cselab.errors import counted
 
@@ -52,18 +67,15 @@ WH_TAGS = frozenset({"WDT", "WP", "WP$"})  # who, which, that, what: relative/in
 FINITE_TAGS = frozenset({"MD", "VBZ", "VBP", "VBD"})
 CLAUSAL_DEPS = frozenset({"acl", "advcl", "ccomp", "csubj", "relcl", "xcomp"})
 SUBJECT_DEPS = frozenset({"nsubj", "nsubjpass"})
-AUX_DEPS = frozenset({"aux", "auxpass"})
+AUX_DEPS = AUXILIARY_DEPS
 NON_FINITE_AUX_TAGS = frozenset({"TO", "VBG"})  # infinitival "to"; "having", "being"
 END_MARKS = frozenset({".", "!", "?", "…", "...", "!!", "?!", "!?"})
 # Marks that can end a sentence (Algorithm 1's final "punctuation punc"); symbols such as '%' or '&'
 # are not among them: replacing one with '!' would change the text, not its tone.
 TERMINAL_MARKS = END_MARKS | {":", ";", ","}
-NEGATION_WORDS = frozenset({"not", "n't", "n’t", "never"})
+NEGATION_WORDS = AUXILIARY_NEGATIONS | {"never"}
 # Negative determiners/pronouns: a clause holding one ("there was no census") takes no extra "not".
 NEGATIVE_ARGUMENTS = frozenset({"no", "none", "nothing", "nobody", "neither", "nor", "nowhere", "never"})
-# Hosts of a contracted "n't" whose bare form differs: "can't" -> "ca" + "n't".
-CONTRACTED_HOSTS = {"ca": "can", "wo": "will", "sha": "shall"}
-PLURAL_PRONOUNS = frozenset({"i", "you", "we", "they"})
 
 
 def load_spacy(model: str | None = None) -> Language:
@@ -76,14 +88,6 @@ def load_spacy(model: str | None = None) -> Language:
     return nlp
 
 
-# Forms whose lemma depends on the parse rather than on a table ("'s" is "is" or "has").
-_AUXILIARY_LEMMAS = {
-    **dict.fromkeys(["be", "is", "are", "am", "was", "were", "been", "being", "'re", "'m", "’re", "’m"], "be"),
-    **dict.fromkeys(["have", "has", "had", "having", "'ve", "’ve"], "have"),
-    **dict.fromkeys(["do", "does", "did", "done", "doing"], "do"),
-}
-
-
 _LEMMA_TABLES: dict[int, tuple[dict, set, list]] = {}  # id(vocab) -> verb exceptions, known verbs, rules
 
 
@@ -91,7 +95,7 @@ def _register_lemma_tables(nlp: Language) -> None:
     table = nlp.get_pipe("lemmatizer").lookups.get_table
     exceptions = dict(table("lemma_exc")["verb"])
     known = set(table("lemma_index")["verb"]) | {lemma for lemmas in exceptions.values() for lemma in lemmas}
-    _LEMMA_TABLES[id(nlp.vocab)] = (exceptions, known | set(_AUXILIARY_LEMMAS.values()),
+    _LEMMA_TABLES[id(nlp.vocab)] = (exceptions, known | set(AUXILIARY_LEMMAS.values()),
                                     list(table("lemma_rules")["verb"]))
 
 
@@ -112,9 +116,9 @@ def verb_lemma(token: Token) -> str:
     component itself picks "hop"); base forms (VB, VBP, MD) are their own lemma."""
     lower = token.lower_
     if lower in ("'s", "’s"):  # "he's gone" (perfect) vs "she's happy" / "it's built"
-        return "have" if token.dep_ == "aux" and token.head.tag_ == "VBN" else "be"
-    if lower in _AUXILIARY_LEMMAS:
-        return _AUXILIARY_LEMMAS[lower]
+        return contracted_s_lemma(token)
+    if lower in AUXILIARY_LEMMAS:
+        return AUXILIARY_LEMMAS[lower]
     if token.tag_ in {"VB", "VBP", "MD"}:
         return lower
     exceptions, index, rules = _tables(token)
@@ -152,71 +156,6 @@ def sentence_rng(seed: int, sentence: str) -> random.Random:
 
 
 # --------------------------------------------------------------------------- editing a parse
-class Edits:
-    """Insertions, replacements and deletions keyed by token index, rendered over the Doc.
-
-    Untouched tokens are emitted as ``token.text + token.whitespace_``, so the rest of the
-    sentence stays byte-identical to the input."""
-
-    def __init__(self, doc: Doc):
-        self.doc = doc
-        self.before: dict[int, str] = {}
-        self.after: dict[int, str] = {}
-        self.replaced: dict[int, str] = {}
-        self.deleted: set[int] = set()
-
-    def insert_before(self, i: int, text: str) -> None:
-        self.before[i] = text + self.before.get(i, "")
-
-    def insert_after(self, i: int, text: str) -> None:
-        self.after[i] = self.after.get(i, "") + text
-
-    def replace(self, i: int, text: str) -> None:
-        self.replaced[i] = text
-
-    def delete(self, i: int) -> None:
-        self.deleted.add(i)
-
-    def __bool__(self) -> bool:
-        return bool(self.before or self.after or self.replaced or self.deleted)
-
-    def render(self) -> str:
-        doc = self.doc
-        # A deleted token takes the space before it along; its own trailing space is kept,
-        # so "do not ." and "does n't like" both close up correctly.
-        space = [token.whitespace_ for token in doc]
-        for i in sorted(self.deleted):
-            if i > 0:
-                previous = i - 1
-                while previous in self.deleted and previous > 0:
-                    previous -= 1
-                space[previous] = space[i]
-        out: list[str] = []
-        for token in doc:
-            i = token.i
-            if i in self.deleted:
-                continue
-            if i in self.before:
-                _append_word(out, self.before[i])
-            if i in self.replaced:
-                _append_word(out, self.replaced[i])
-            else:
-                out.append(token.text)
-            if i in self.after:
-                out.append(self.after[i])
-            out.append(space[i])
-        return "".join(out)
-
-
-def _append_word(out: list[str], piece: str) -> None:
-    """Append an inserted piece, adding a space where it would glue onto a word ("She's")."""
-    if out and piece[:1].isalnum():
-        tail = out[-1] if out[-1] else (out[-2] if len(out) > 1 else "")
-        if tail[-1:].isalnum():
-            out.append(" ")
-    out.append(piece)
-
-
 def _first_token(doc: Doc) -> Token | None:
     return next((t for t in doc if not t.is_space), None)
 
@@ -238,8 +177,7 @@ def _lowercase_first_word(doc: Doc, edits: Edits) -> None:
     first = _first_token(doc)
     if first is None or first.i in edits.replaced or not first.text[:1].isupper():
         return
-    if first.tag_ in {"NNP", "NNPS"} or first.text == "I" or \
-            (first.text.isupper() and len(first.text) > 1):
+    if keeps_capital(first):
         return
     edits.replace(first.i, first.text[:1].lower() + first.text[1:])
 
@@ -287,18 +225,12 @@ class VerbGroup:
         return self.finite.tag_ == "VBD"
 
     @property
-    def third_singular(self) -> bool:
-        """Agreement for has/does: from the finite tag, else from the subject."""
+    def person(self) -> str:
+        """Agreement for has/does ("1s", "3s" or "pl"): from the finite tag, else from the subject."""
         if self.finite.tag_ == "VBZ":
-            return True
-        if self.finite.tag_ == "VBP":
-            return False
-        subject = self.subject
-        if subject is None:
-            return True
-        if subject.lower_ in PLURAL_PRONOUNS or subject.tag_ in {"NNS", "NNPS"}:
-            return False
-        return not any(c.dep_ == "conj" for c in subject.children)
+            return "3s"
+        person = person_number(subject_of(self.finite))
+        return "pl" if self.finite.tag_ == "VBP" and person == "3s" else person
 
 
 def _main_groups(doc: Doc) -> list[VerbGroup]:
@@ -485,7 +417,7 @@ def _affirmative_phrase(auxiliary: str, group: VerbGroup) -> str | None:
     if auxiliary == "do":  # emphatic do-support: "She does like it", "He did go"
         if kind != "lexical":
             return None
-        return f"{'did' if past else ('does' if group.third_singular else 'do')} {lemma}"
+        return f"{past_form('do', group.person) if past else present_form('do', group.person)} {lemma}"
     if auxiliary in {"must", "ought to"}:  # no past form: the past goes through "have" + participle
         if not past:
             rest = {"modal": "", "do": "", "be": " be", "perfect": " have", "lexical": f" {lemma}"}[kind]
@@ -497,7 +429,7 @@ def _affirmative_phrase(auxiliary: str, group: VerbGroup) -> str | None:
         participle = _past_participle_guess(finite) if kind == "lexical" else None
         return f"{auxiliary} have {participle}" if participle else None
     if auxiliary == "have to":
-        have = "had" if past else ("has" if group.third_singular else "have")
+        have = past_form("have", group.person) if past else present_form("have", group.person)
         rest = {"modal": "", "do": "", "be": " be", "perfect": None, "lexical": f" {lemma}"}[kind]
         return None if rest is None else f"{have} to{rest}"
     if auxiliary in {"cannot but", "cannot help but"}:
@@ -542,19 +474,10 @@ def _removable_negation(token: Token) -> bool:
     first = _first_token(token.doc)
     if first is not None and first.i == token.i:
         return False  # "Never have I ..." would need re-ordering
-    if token.lower_ in {"n't", "n’t"}:
+    if token.lower_ in CONTRACTED_NEGATION:
         host = token.doc[token.i - 1] if token.i > 0 else None
         return host is not None and host.lower_ != "ai"  # "ain't" has no single bare form
     return True
-
-
-def _remove_negation(token: Token, edits: Edits) -> None:
-    edits.delete(token.i)
-    if token.lower_ in {"n't", "n’t"}:
-        host = token.doc[token.i - 1]
-        bare = CONTRACTED_HOSTS.get(host.lower_)
-        if bare:
-            edits.replace(host.i, bare.capitalize() if host.text[:1].isupper() else bare)
 
 
 def _insert_negation(group: VerbGroup, edits: Edits) -> bool:
@@ -570,16 +493,15 @@ def _insert_negation(group: VerbGroup, edits: Edits) -> bool:
         return True
     if group.kind != "lexical" or finite.lower_ == "'d" or not is_known_verb(finite):
         return False
-    lemma = verb_lemma(finite)
     if finite.tag_ == "VBD":
-        phrase = f"did not {lemma}"
-    elif finite.tag_ == "VBZ":
-        phrase = f"does not {lemma}"
-    elif finite.tag_ == "VBP" or (finite.tag_ == "VB" and finite.i == _first_token(finite.doc).i):
-        phrase = f"do not {lemma}"  # also imperatives: "Go home." -> "Do not go home."
+        do = past_form("do", group.person)
+    elif finite.tag_ in {"VBZ", "VBP"}:
+        do = present_form("do", group.person)
+    elif finite.tag_ == "VB" and finite.i == _first_token(finite.doc).i:
+        do = present_form("do", "pl")  # an imperative: "Go home." -> "Do not go home."
     else:
         return False
-    edits.replace(finite.i, _capitalize_like(phrase, finite))
+    edits.replace(finite.i, _capitalize_like(f"{do} not {verb_lemma(finite)}", finite))
     return True
 
 
@@ -591,7 +513,7 @@ def _negate_main_predicate(doc: Doc, edits: Edits) -> VerbGroup | None:
         removable = [n for n in group.negations if _removable_negation(n)]
         if removable:
             for negation in removable:
-                _remove_negation(negation, edits)
+                remove_negation(negation, edits)
             return group
         if not group.negations and (group.is_finite or group.finite.tag_ == "VB"):
             if _insert_negation(group, edits):
@@ -644,7 +566,7 @@ def _remove_first_negation(doc: Doc, edits: Edits, touched: set[int]) -> int:
         if _removable_negation(token):
             group = _group_of(token)
             for negation in (n for n in group.negations if _removable_negation(n)):
-                _remove_negation(negation, edits)
+                remove_negation(negation, edits)
             touched.add(group.head.i)
             return 1
     return 0
