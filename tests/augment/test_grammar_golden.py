@@ -6,7 +6,12 @@ negation removal, the contraction and pronoun tables). Any change to it reaches 
 once; this test shows what it changes, sentence by sentence, in every augmenter built on it.
 
 The golden file ``golden_grammar.json`` was recorded with the code before the grammar was merged
-(two copies); re-record it only on purpose, with the reason in the commit message:
+(two copies). Re-recorded since, on purpose: ``sda_affirmative_aux`` (all its variants: the paper's
+auxiliaries by default and its place, the first be-verb or verb ROOT in word order; issue 38 item
+3) and ``sda_double_negation`` with its default completion (the authors' template where Algorithm 3
+makes fewer than two negations; issue 38 item 4; ``none`` and ``template_only`` are the earlier
+default and the earlier ``template``, their outputs as recorded). Re-record only on purpose, with
+the reason in the commit message:
 
     python -m tests.augment.test_grammar_golden     # rewrites tests/augment/golden_grammar.json
 """
@@ -93,7 +98,8 @@ VARIANTS = [
       for a in ("must", "have to", "ought to", "cannot but", "cannot help but", "do", "definitely", "certainly",
                 "surely")],
     ("sda_double_negation", "sda_double_negation", {}, (0,)),
-    ("sda_double_negation template", "sda_double_negation", {"completion": "template"}, (0,)),
+    ("sda_double_negation none", "sda_double_negation", {"completion": "none"}, (0,)),
+    ("sda_double_negation template_only", "sda_double_negation", {"completion": "template_only"}, (0,)),
     ("sda_single_negation", "sda_single_negation", {}, (0,)),
     ("adjective_antonym_switch", "adjective_antonym_switch", {}, RANDOM_SEEDS),
     ("auxiliary_negation_removal", "auxiliary_negation_removal", {}, (0,)),
@@ -116,20 +122,12 @@ VARIANTS = [
 ]
 
 # Where SDA's and AugCSE's copies of the grammar disagreed, the merged grammar keeps the copy that was
-# right, and the other family's outputs change (each case named, with its output now):
-_HAS_GOT = ("'s before got/been/gotten/gone is \"has\" (AugCSE's rule; SDA read \"is\": \"She must be got\")")
-_THESE = "these/those/us/them take a plural verb (AugCSE's table; SDA's said \"These has to\")"
+# right, and the other family's outputs change (each case named, with its output now). SDA's own such
+# cases ("She's got" is "has got"; "These have to") are in tests/augment/test_grammar.py: the
+# affirmative auxiliary's outputs were re-recorded since (see below).
 _ME_AND_HIM = "a coordinated subject is plural whatever its first word (SDA's order; AugCSE's said \"Me and him am\")"
 _CURLY = "curly \"’s\"/\"’m\" are forms of be (SDA's table; AugCSE's lemmatizer gave \"It’’ed\", \"I’mmed\")"
 _CASES = [
-    ("sda_affirmative_aux", "She's got a new job.", 1, "She must have got a new job.", _HAS_GOT),
-    ("sda_affirmative_aux", "She's got a new job.", 2, "She's definitely got a new job.", _HAS_GOT),
-    ("sda_affirmative_aux must", "She's got a new job.", 0, "She must have got a new job.", _HAS_GOT),
-    ("sda_affirmative_aux have to", "She's got a new job.", 0, None, _HAS_GOT),
-    ("sda_affirmative_aux ought to", "She's got a new job.", 0, "She ought to have got a new job.", _HAS_GOT),
-    ("sda_affirmative_aux cannot but", "She's got a new job.", 0, None, _HAS_GOT),
-    ("sda_affirmative_aux cannot help but", "She's got a new job.", 0, None, _HAS_GOT),
-    ("sda_affirmative_aux have to", "These may help us.", 0, "These have to help us.", _THESE),
     ("tense_transformation", "Me and him were late for the show.", 1, "Me and him are late for the show.", _ME_AND_HIM),
     ("tense_transformation", "Me and him were late for the show.", 2, "Me and him are late for the show.", _ME_AND_HIM),
     ("tense_transformation to_present", "Me and him were late for the show.", 0, "Me and him are late for the show.",

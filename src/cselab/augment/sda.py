@@ -7,13 +7,14 @@ spaCy parse, plus a single negation for use as a hard negative:
 * ``sda_punctuation`` (PI, Algorithm 1): a comma between a subordinate clause and the clause it
   depends on; a comma after, or quotes around, the noun (nominal) subject; a duplicated inner
   punctuation mark; the final mark made '!'.
-* ``sda_affirmative_aux`` (AA, Algorithm 2): an affirmative auxiliary ("must", "have to",
-  "ought to", "cannot help but", emphatic "do", "definitely", ...) on the main predicate, with
-  the verb in its base form and the tense kept ("went" -> "had to go", "was" -> "must have been").
+* ``sda_affirmative_aux`` (AA, Algorithm 2): one of the paper's affirmative auxiliaries ("must",
+  "have to", "ought to", "cannot but", "cannot help but"; emphatic "do", "definitely", "certainly"
+  and "surely" on request) at the first be-verb or verb ROOT in word order, with the verb in its
+  base form and the tense kept ("went" -> "had to go", "was" -> "must have been").
 * ``sda_double_negation`` (DN, Algorithm 3): two negation transformations (delete a negation, or
-  insert "not" at an auxiliary / do-support at the ROOT verb / "Not" at the start); unchanged
-  when fewer than two can be made. ``completion="template"`` offers the public implementation's
-  "It is not true that ..." instead (see the class docstring).
+  insert "not" at an auxiliary / do-support at the ROOT verb / "Not" at the start); where fewer
+  than two can be made, the authors' completion: the main predicate negated once under "It is not
+  true that ..." (``completion="none"``: unchanged instead; see the class docstring).
 * ``sda_single_negation``: one negation transformation at the main predicate (meaning-altering).
 
 A sentence no rule fits comes back unchanged, byte for byte: output is rebuilt from the tokens'
@@ -394,10 +395,14 @@ def punctuation_insertion(doc: Doc, rng: random.Random, rule: str | None = None)
 
 
 # --------------------------------------------------------------------------- affirmative auxiliary
-# The paper lists "have to", "can't but", "can't help to" among others; the last two are written in
-# their standard forms "cannot but" and "cannot help but" (both take a bare infinitive).
-AFFIRMATIVE_AUXILIARIES = ("must", "have to", "ought to", "cannot but", "cannot help but", "do",
-                           "definitely", "certainly", "surely")
+# The paper's auxiliaries (Algorithm 2's V_aux): its text lists "have to", "can't but", "can't help to"
+# "etc.", and the authors' implementation "must", "have to", "ought to" (NOTES.md). "can't but" and
+# "can't help to" are written in their standard forms "cannot but" and "cannot help but" (both take a
+# bare infinitive).
+PAPER_AUXILIARIES = ("must", "have to", "ought to", "cannot but", "cannot help but")
+# cselab's emphatic additions, opt-in (``auxiliaries=[...]``): emphatic "do" and three adverbs.
+EXTRA_AUXILIARIES = ("do", "definitely", "certainly", "surely")
+AFFIRMATIVE_AUXILIARIES = PAPER_AUXILIARIES + EXTRA_AUXILIARIES
 _ADVERBS = frozenset({"definitely", "certainly", "surely"})
 
 
@@ -440,18 +445,20 @@ def _affirmative_phrase(auxiliary: str, group: VerbGroup) -> str | None:
 
 
 def _aa_candidates(doc: Doc) -> Iterable[VerbGroup]:
-    """Main-clause predicates first (the paper's "predicate verb of the main clause"), then any
-    finite be-verb in order (Algorithm 2's be-verb rule)."""
-    yield from _main_groups(doc)
+    """Algorithm 2's places, in word order: each be-verb (lines 3-4, "is", a passive's "was", the
+    "been" of "has been") and the ROOT when it is a verb (lines 6-7), as the verb group whose finite
+    word takes the auxiliary ("may transfer" -> "has to transfer", the paper's Table 1)."""
     for token in doc:
-        if token.tag_ in FINITE_TAGS - {"MD"} and verb_lemma(token) == "be":
+        if is_verb(token) and verb_lemma(token) == "be":
             yield _group_of(token)
+        elif token.dep_ == "ROOT" and is_verb(token):
+            yield VerbGroup(token)
 
 
-def affirmative_auxiliary(doc: Doc, rng: random.Random,
-                          auxiliaries: Sequence[str] = AFFIRMATIVE_AUXILIARIES) -> str:
-    """Algorithm 2: one affirmative auxiliary on the first usable predicate (not negated, not a
-    question, finite); the auxiliary is drawn among those that fit the verb's form and tense."""
+def affirmative_auxiliary(doc: Doc, rng: random.Random, auxiliaries: Sequence[str] = PAPER_AUXILIARIES) -> str:
+    """Algorithm 2: one affirmative auxiliary at the first be-verb or verb ROOT, in word order, that
+    can take one (finite, not negated, not a question); the auxiliary is drawn among those that fit
+    the verb's form and tense (the paper draws it first, whatever the verb)."""
     for group in _aa_candidates(doc):
         if not group.is_finite or group.negations or group.inverted or group.finite.lower_ == "'d" \
                 or not is_verb(group.finite) or not is_verb(group.head):
@@ -541,6 +548,20 @@ def double_negation_paper(doc: Doc) -> str:
     ROOT do-support for a lexical verb or "Not" at the start otherwise (also when the ROOT's verb
     group is already negated, as in the paper's Table 1). Each verb group changes once; fewer than
     two transformations leave the sentence unchanged."""
+    edits, count = _algorithm_3(doc)
+    return edits.render() if count >= 2 else doc.text
+
+
+def double_negation(doc: Doc) -> str:
+    """Algorithm 3 where it makes two negations; otherwise, as the authors' implementation completes it
+    (NOTES.md), one negation at the main predicate cancelled by "It is not true that ..."; unchanged
+    when neither can be made."""
+    edits, count = _algorithm_3(doc)
+    return edits.render() if count >= 2 else double_negation_template(doc)
+
+
+def _algorithm_3(doc: Doc) -> tuple[Edits, int]:
+    """Algorithm 3's edits (at most two) and how many negation transformations they make."""
     edits = Edits(doc)
     touched: set[int] = set()  # verb-group heads already transformed
     count = _remove_first_negation(doc, edits, touched)
@@ -557,7 +578,7 @@ def double_negation_paper(doc: Doc) -> str:
                 count += 1
         elif token.dep_ == "ROOT":
             count += _negate_root(token, edits, touched)
-    return edits.render() if count >= 2 else doc.text
+    return edits, count
 
 
 def _remove_first_negation(doc: Doc, edits: Edits, touched: set[int]) -> int:
@@ -784,11 +805,17 @@ class PunctuationInsertion(_SpacyAugmenter):
 
 @register_augmenter
 class AffirmativeAuxiliary(_SpacyAugmenter):
+    """Algorithm 2: an auxiliary of ``auxiliaries`` (default: the paper's five) at the first be-verb or
+    verb ROOT, in word order, that can take one ("The man who was there left." -> "The man who had to
+    be there left."). cselab's emphatic additions are opt-in: ``auxiliaries: [must, have to, ought to,
+    cannot but, cannot help but, do, definitely, certainly, surely]`` (the earlier default)."""
+
     name = "sda_affirmative_aux"
     tag = "possibly-altering"
-    description = "SDA affirmative auxiliary ('must', 'have to', 'definitely', ...) on the main verb, forms kept right"
+    description = "SDA affirmative auxiliary ('must', 'have to', 'ought to', ...) at the first be-verb or ROOT verb"
+    output_revision = 1  # 1: the paper's auxiliaries and place (earlier: extras by default, main clause first)
 
-    def __init__(self, auxiliaries: Sequence[str] = AFFIRMATIVE_AUXILIARIES, **kwargs):
+    def __init__(self, auxiliaries: Sequence[str] = PAPER_AUXILIARIES, **kwargs):
         unknown = [a for a in auxiliaries if a not in AFFIRMATIVE_AUXILIARIES]
         if unknown or not auxiliaries:
             raise ValueError(f"sda_affirmative_aux: auxiliaries must be a non-empty subset of "
@@ -802,26 +829,37 @@ class AffirmativeAuxiliary(_SpacyAugmenter):
 
 @register_augmenter
 class DoubleNegation(_SpacyAugmenter):
-    """``completion="none"`` (default) follows Algorithm 3: unchanged unless two negations are made.
+    """``completion`` says what happens where Algorithm 3 makes fewer than two negations:
 
-    ``completion="template"`` uses the template the public implementation completes with ("It is
-    not true that ..."), but not its exact procedure: here the first transformation is always the
-    main predicate's (remove its negation, or add one) and the template is always the second, so
-    the two negations scope over each other and cancel; Algorithm 3's loop can instead negate two
-    unrelated clauses. It applies to far more sentences (see benchmarks/results/sda_rates.md)."""
+    - ``"template"`` (default), as the authors' implementation completes it (NOTES.md): one negation
+      at the main predicate (remove its negation, or add one), cancelled by "It is not true that
+      ..." ("He went home." -> "It is not true that he did not go home."); a sentence with two
+      negations to make gets Algorithm 3's ("He wants to go home." -> "He does not want not to go
+      home.");
+    - ``"none"``: Algorithm 3 as printed, the sentence unchanged;
+    - ``"template_only"``: the template on every sentence, Algorithm 3 never (cselab's earlier
+      ``"template"``): the two negations always scope over each other and cancel, where Algorithm
+      3's loop can negate two unrelated clauses.
+
+    The template applies to far more sentences than Algorithm 3 (benchmarks/results/sda_rates.md)."""
 
     name = "sda_double_negation"
     tag = "possibly-altering"
-    description = "SDA double negation: two negation transformations (Algorithm 3) or 'It is not true that ...'"
+    description = "SDA double negation: two negation transformations (Algorithm 3), else 'It is not true that ...'"
+    output_revision = 1  # 1: the template completes Algorithm 3 by default (earlier: opt-in)
+    completions = ("template", "none", "template_only")
 
-    def __init__(self, completion: str = "none", **kwargs):
-        if completion not in {"none", "template"}:
-            raise ValueError(f"sda_double_negation: completion must be 'none' or 'template', got {completion!r}")
+    def __init__(self, completion: str = "template", **kwargs):
+        if completion not in self.completions:
+            raise ValueError(f"sda_double_negation: completion must be one of {', '.join(self.completions)}, "
+                             f"got {completion!r}")
         super().__init__(**kwargs)
         self.completion = completion
 
     def rewrite(self, doc, rng, plan):
-        return double_negation_template(doc) if self.completion == "template" else double_negation_paper(doc)
+        if self.completion == "template":
+            return double_negation(doc)
+        return double_negation_template(doc) if self.completion == "template_only" else double_negation_paper(doc)
 
 
 @register_augmenter
