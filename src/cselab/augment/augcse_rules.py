@@ -147,7 +147,8 @@ class RandomWordAugmentation(TokenAugmenter):
     swap: k distinct neighbouring word pairs trade places;
     delete: k random words removed; crop: one run of k consecutive words removed. Punctuation
     tokens are never chosen and always kept (nlpaug skips them as well); at least one word stays.
-    The same rule as nlpaug's, written here (nlpaug is not a dependency).
+    nlpaug's actions, written here (nlpaug is not a dependency); its counting differs (ceil(aug_p x
+    tokens), punctuation counted, nothing done when that is below 2): docs/methods.md lists it.
     """
     citation = citations.AUGCSE
 
