@@ -30,9 +30,9 @@ that need grammar read a spaCy parse (loaded lazily, once per process, named ent
 run); sentences a rule cannot touch are recognised by a cheap regular expression first and come
 back unchanged, byte for byte. Outputs are rebuilt from the tokens' own text and whitespace, so
 everything outside an edit is identical to the input. The English grammar the rules use (rendering,
-agreement, negation removal, the contraction and pronoun tables) is SDA's too: ``grammar.py``. Randomness (which antonym, which marker)
-comes from ``sentence_seed(seed, sentence)``: the same (seed, sentence) gives the same output in
-any batch and any process.
+agreement, negation removal, the contraction and pronoun tables) is SDA's too: ``grammar.py``.
+Randomness (which antonym, which marker) comes from ``sentence_seed(seed, sentence)``: the same
+(seed, sentence) gives the same output in any batch and any process.
 """
 from __future__ import annotations
 
