@@ -27,17 +27,32 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import markdown_table, require_shared, write_results  # noqa: E402
 
 from cselab.augment import build_augmenter, sda  # noqa: E402
-from cselab.augment.sda import PUNCTUATION_RULES, is_lexical_verb, is_verb, parse, punctuation_insertion  # noqa: E402
+from cselab.augment.sda import (  # noqa: E402
+    AFFIRMATIVE_AUXILIARIES,
+    PUNCTUATION_RULES,
+    double_negation_paper,
+    is_lexical_verb,
+    is_verb,
+    parse,
+    punctuation_insertion,
+)
 
 PAPER_SHARE = {"sda_punctuation": 0.6261, "sda_affirmative_aux": 0.7791, "sda_double_negation": 0.4666}
 VARIANTS = [  # (label, registered name, parameters); the first of each name is its default
     ("PI (random rule, default)", "sda_punctuation", {}),
     ("PI (Algorithm 1 order)", "sda_punctuation", {"rule_choice": "ordered"}),
-    ("AA", "sda_affirmative_aux", {}),
-    ("DN (Algorithm 3, default)", "sda_double_negation", {}),
-    ("DN (template completion)", "sda_double_negation", {"completion": "template"}),
+    ("AA (paper's auxiliaries, default)", "sda_affirmative_aux", {}),
+    ("AA (with cselab's emphatic extras)", "sda_affirmative_aux", {"auxiliaries": list(AFFIRMATIVE_AUXILIARIES)}),
+    ("DN (Algorithm 3, template completion, default)", "sda_double_negation", {}),
+    ("DN (Algorithm 3 only)", "sda_double_negation", {"completion": "none"}),
+    ("DN (template only)", "sda_double_negation", {"completion": "template_only"}),
     ("single negation (hard negative)", "sda_single_negation", {}),
 ]
+#: Labels an earlier run of this script gave the same variant (for the 'before' column).
+EARLIER_LABELS = {"AA (paper's auxiliaries, default)": "AA", "AA (with cselab's emphatic extras)": "AA",
+                  "DN (Algorithm 3 only)": "DN (Algorithm 3, default)",
+                  "DN (Algorithm 3, template completion, default)": "DN (Algorithm 3, default)",
+                  "DN (template only)": "DN (template completion)"}
 
 
 def changed_share(before: list[str], after: list[str]) -> float:
@@ -124,7 +139,21 @@ def measure(sentences: list[str], seeds: range, example_count: int) -> dict:
         printed[label] = sum(printed_algorithm_3_applies(d, labels, copula) for d in parsed) / len(sentences)
     return {"lines": len(sentences), "seeds": list(seeds), "code": code_identity(), "parse_s": round(parse_s, 1),
             "shares": variant_shares(sentences, docs, seeds), "pi_rules": pi_rule_shares(sentences, docs, 0),
-            "printed_algorithms": printed, "examples": examples(sentences, docs, example_count)}
+            "printed_algorithms": printed, "examples": examples(sentences, docs, example_count),
+            "template_completed": template_completed(sentences, docs, example_count)}
+
+
+def template_completed(sentences, docs, count: int) -> dict:
+    """The sentences DN's default changes only through the template (Algorithm 3 made fewer than two
+    negations): their share, and examples (what the paper's Table 3 share may leave out)."""
+    default = build_augmenter("sda_double_negation")
+    out = default.augment_docs(sentences, docs, 0)
+    completed = [(text, new) for text, doc, new in zip(sentences, docs, out, strict=True)
+                 if doc is not None and new != text and double_negation_paper(doc) == text]
+    short = [(a, b) for a, b in completed if len(a) <= 140]
+    step = max(1, len(short) // max(1, count))
+    return {"share": len(completed) / len(sentences),
+            "examples": [{"before": a, "after": b} for a, b in short[::step][:count]]}
 
 
 def notes_markdown(data: dict, baseline: dict | None) -> str:
@@ -154,6 +183,11 @@ def notes_markdown(data: dict, baseline: dict | None) -> str:
         markdown_table(["algorithm as printed", "could change"],
                        [[k, f"{v:.1%}"] for k, v in data["printed_algorithms"].items()]),
         "",
+        f"DN's default completes with the template {data['template_completed']['share']:.1%} of the sentences, "
+        "those where Algorithm 3 makes fewer than two negations; for example:",
+        "",
+        *[f"- `{p['before']}`  \n  -> `{p['after']}`" for p in data["template_completed"]["examples"]],
+        "",
         "## Examples (changed sentences of at most 140 characters, evenly spread over the sample, seed 0)",
         "",
     ]
@@ -175,9 +209,10 @@ def main() -> None:
     sentences = corpus.read_text(encoding="utf-8").splitlines()[: args.lines]
     data = measure(sentences, range(args.seeds), args.examples)
     baseline = json.loads(args.baseline.read_text()) if args.baseline else None
-    before = {label: info["share"] for label, info in baseline["shares"].items()} if baseline else {}
+    earlier = {label: info["share"] for label, info in baseline["shares"].items()} if baseline else {}
+    before = {label: earlier.get(label, earlier.get(EARLIER_LABELS.get(label))) for label in data["shares"]}
     if baseline:
-        data["baseline"] = {key: baseline[key] for key in ("code", "lines", "pi_rules")} | {"shares": before}
+        data["baseline"] = {key: baseline[key] for key in ("code", "lines", "pi_rules")} | {"shares": earlier}
     rows = [[label, f"{info['share']:.1%} ({info['min']:.1%}-{info['max']:.1%})", percent(before.get(label)),
              percent(info["paper_share"])] for label, info in data["shares"].items()]
     headers = ["variant", f"changed share, mean (range) over {args.seeds} seeds", "before", "paper (Table 3)"]

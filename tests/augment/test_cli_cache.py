@@ -257,7 +257,7 @@ def test_an_output_revision_keys_the_cache_and_leaves_other_augmenters_keys_alon
     def digest_without_revision(spec, seed):
         return hashlib.sha256(json.dumps([CACHE_FORMAT, spec, seed], sort_keys=True).encode()).hexdigest()
 
-    revised = {"name": "tense_transformation"}  # output_revision 2: revision 1's outputs must not be reused
+    revised = {"name": "tense_transformation"}  # output_revision 3: older revisions' outputs must not be reused
     unrevised = {"name": "random_crop", "fraction": 0.1}
     assert spec_digest(revised, 0) != digest_without_revision(revised, 0)
     assert spec_digest(unrevised, 0) == digest_without_revision(unrevised, 0)
@@ -285,7 +285,7 @@ def test_output_revisions_finds_nested_augmenters_without_an_earlier_import():
             "print(output_revisions({'name': 'with_probability', 'augmenter': {'name': 'sequence', 'steps': "
             "['random_crop', {'name': 'tense_transformation'}]}}), output_revisions({'name': 'random_crop'}))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "{'tense_transformation': 2} {}"
+    assert done.stdout.strip() == "{'tense_transformation': 3} {}"
 
 
 def test_resume_refuses_outputs_of_an_older_output_revision(tmp_path, capsys):
@@ -296,7 +296,7 @@ def test_resume_refuses_outputs_of_an_older_output_revision(tmp_path, capsys):
     assert main(args) == 0
     sidecar = out.with_name(out.name + ".settings.json")
     saved = json.loads(sidecar.read_text(encoding="utf-8"))
-    assert saved["output_revisions"] == {"tense_transformation": 2}
+    assert saved["output_revisions"] == {"tense_transformation": 3}
     full = records(out)
     # Written before the revision (no key in the sidecar), cut short: resuming would mix the two rule sets.
     out.write_text(json.dumps(full[0]) + "\n", encoding="utf-8")

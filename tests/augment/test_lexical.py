@@ -4,6 +4,7 @@ from collections import Counter
 import pytest
 
 from cselab.augment import build_augmenter
+from cselab.augment.lexical import reorder_plan, span_deletion_flags
 from cselab.augment.tokenize import tokenize
 
 LONG = " ".join(f"w{i}" for i in range(40)) + "."  # 41 distinct tokens
@@ -43,6 +44,59 @@ def test_clear_reorder_swaps_spans_keeping_every_token():
     assert Counter(tokenize(out)) == Counter(tokenize(text)) and out != text
     moved = sum(1 for i, t in enumerate(tokenize(out)) if t != f"w{i}")
     assert 0 < moved <= 10 * 5  # 5 pairs of 5-token spans
+
+
+# Sentences of several lengths, as the wiki sample has them: the paper's spans were set for 512 tokens.
+WORDS = "the old miller said that his young daughter could spin straw into gold for the king".split()
+
+
+def sentence_of(length: int, variant: int) -> str:
+    return " ".join(WORDS[(i + variant) % len(WORDS)] for i in range(length)) + "."
+
+
+def plan_shares(length: int, seeds: int = 200) -> tuple[float, float]:
+    """Mean deleted share (span deletion) and moved share (reordering) over sentences of ``length``
+    words (plus the full stop), each rule's own plan seeded as the augmenter seeds it."""
+    import random
+
+    from cselab.augment.base import sentence_seed
+
+    deletion = build_augmenter("clear_span_deletion", placeholder=None)
+    reorder = build_augmenter("clear_reorder")
+    deleted, moved = [], []
+    for variant in range(seeds):
+        sentence = sentence_of(length, variant)
+        units = tokenize(sentence)
+        kept = deletion.plan(units, random.Random(sentence_seed(variant, sentence)))
+        deleted.append(1 - len(kept) / len(units))
+        order = reorder.plan(units, random.Random(sentence_seed(variant, sentence)))
+        moved.append(sum(item != i for i, item in enumerate(order)) / len(units))
+    return sum(deleted) / len(deleted), sum(moved) / len(moved)
+
+
+@pytest.mark.parametrize("length", [*range(6, 13), 20, 40, 100])
+def test_span_deletion_and_reordering_keep_the_papers_share_at_every_length(length):
+    """About 25% of a sentence's units deleted and 50% moved, on short sentences as on long ones
+    (before: 5 one-unit spans of an 8-unit sentence, and reordering moving every unit)."""
+    deleted, moved = plan_shares(length)
+    assert 0.20 <= deleted <= 0.30, deleted
+    assert 0.40 <= moved <= 0.60, moved
+
+
+def test_span_deletion_spans_and_reordering_pairs():
+    """At most 5 spans, each at least one unit; on a long input the paper's 5 spans of 5%."""
+    import random
+
+    for n, seed in [(8, 0), (13, 1), (100, 2), (512, 3)]:
+        flags = span_deletion_flags(n, 5, 0.05, random.Random(seed))
+        runs = [len(run) for run in bytes(flags).split(b"\x00") if run]
+        assert 1 <= len(runs) <= 5 and sum(runs) <= n - 1
+        plan = reorder_plan(n, 5, 0.05, random.Random(seed))
+        assert sorted(plan) == list(range(n))
+    flags = span_deletion_flags(512, 5, 0.05, random.Random(4))
+    assert sum(flags) == 128  # 25% of 512, as 5 spans of ~26 (maybe adjacent ones read as one run)
+    assert reorder_plan(512, 5, 0.05, random.Random(4)) != list(range(512))
+    assert sum(i != item for i, item in enumerate(reorder_plan(512, 5, 0.05, random.Random(4)))) == 256
 
 
 def test_eda_random_swap_and_deletion_and_crop():

@@ -19,6 +19,8 @@ pytest.importorskip("spacy")
 from cselab.augment import augment_with_flags, build_augmenter  # noqa: E402
 from cselab.augment.base import AugmenterUnavailable  # noqa: E402
 from cselab.augment.sda import (  # noqa: E402
+    AFFIRMATIVE_AUXILIARIES,
+    PAPER_AUXILIARIES,
     PUNCTUATION_RULES,
     affirmative_auxiliary,
     double_negation_paper,
@@ -224,9 +226,30 @@ def test_aa_leaves_negated_questions_and_verbless_text(text):
     assert aug("sda_affirmative_aux").augment([text], 3) == [text]
 
 
-def test_aa_seed_picks_the_auxiliary():
+def test_aa_seed_picks_one_of_the_papers_auxiliaries():
     outputs = {aug("sda_affirmative_aux").augment(["He likes apples."], seed)[0] for seed in range(100)}
-    assert {"He must like apples.", "He has to like apples.", "He does like apples."} <= outputs
+    assert outputs == {"He must like apples.", "He has to like apples.", "He ought to like apples.",
+                       "He cannot but like apples.", "He cannot help but like apples."}
+
+
+def test_aa_emphatic_extras_are_opt_in():
+    extras = aug("sda_affirmative_aux", auxiliaries=AFFIRMATIVE_AUXILIARIES)
+    outputs = {extras.augment(["He likes apples."], seed)[0] for seed in range(100)}
+    assert {"He must like apples.", "He does like apples.", "He definitely likes apples."} <= outputs
+    assert set(AFFIRMATIVE_AUXILIARIES) == set(PAPER_AUXILIARIES) | {"do", "definitely", "certainly", "surely"}
+
+
+@pytest.mark.parametrize("text, expected", [
+    # Algorithm 2 takes the first be-verb or verb ROOT in word order, a subordinate clause's be-verb too.
+    ("The man who was there left.", "The man who had to be there left."),
+    ("When he was young, he walked home.", "When he had to be young, he walked home."),
+    ("He said that she was ill.", "He had to say that she was ill."),
+    ("The film was released in 2017 and it became a hit.", "The film had to be released in 2017 and it became a hit."),
+    # A place that cannot take one (negated, a question) passes to the next in word order.
+    ("She is not here, but he was.", "She is not here, but he had to be."),
+])
+def test_aa_first_be_verb_or_root_in_word_order(text, expected):
+    assert aa(text, "have to") == expected
 
 
 # --------------------------------------------------------------------------- negation
@@ -286,7 +309,24 @@ def test_double_negation_paper_unchanged_when_only_one_negation_fits(text):
 ])
 def test_double_negation_template(text, expected):
     assert double_negation_template(doc(text)) == expected
-    assert aug("sda_double_negation", completion="template").augment([text], 0) == [expected]
+    assert aug("sda_double_negation", completion="template_only").augment([text], 0) == [expected]
+
+
+@pytest.mark.parametrize("text, expected", [
+    # Only one negation to make: the authors' template completes it (the default).
+    ("He went home.", "It is not true that he did not go home."),
+    ("She is happy.", "It is not true that she is not happy."),
+    ("There was no census in 1850.", "There was no census in 1850."),  # neither can be made
+    ("Go home.", "Go home."),  # an imperative cannot follow "that"
+    # Two negations: Algorithm 3's, as before.
+    ("He does not like apples.", "Not he does like apples."),
+    ("He wants to go home.", "He does not want not to go home."),
+    ("A shareholder may transfer its Shares.", "Not a shareholder may not transfer its Shares."),
+])
+def test_double_negation_completes_with_the_template_by_default(text, expected):
+    assert aug("sda_double_negation").augment([text], 0) == [expected]
+    paper = double_negation_paper(doc(text))
+    assert aug("sda_double_negation", completion="none").augment([text], 0) == [paper]
 
 
 def test_double_negation_template_skips_imperatives():
@@ -336,7 +376,7 @@ def test_bad_parameters_fail_clearly():
     with pytest.raises(ValueError, match="rule_choice"):
         build_augmenter("sda_punctuation", rule_choice="first")
     with pytest.raises(ValueError, match="completion"):
-        build_augmenter("sda_double_negation", completion="always")
+        build_augmenter("sda_double_negation", completion="sometimes")
     with pytest.raises(ValueError, match="auxiliaries"):
         build_augmenter("sda_affirmative_aux", auxiliaries=["shall"])
     with pytest.raises(ValueError, match="batch_size"):

@@ -6,10 +6,10 @@ steps draw no extra randomness are compared. The MLM recipes changed by design (
 come from a per-step seeded generator in the data collator instead of the global RNG): for them
 ``mlm_baseline`` was recorded after the restructuring, to catch any later drift. The tolerance
 allows only for floating-point differences between CPUs' kernels. Recipes whose defaults later moved
-to their papers' (UNA's 4N NT-Xent, CLEAR's summed loss, AugCSE's DiffCSE projector) are run with
-the settings the baseline was recorded with: ``una-infonce`` is the former ``una``. AugCSE's views
-changed by design when ``tense_transformation`` gained the future tense: ``augcse-4`` was recorded again
-then (``views_changed_baseline``), to catch any later drift.
+to their papers' (UNA's 4N NT-Xent and no gradient clipping, CLEAR's summed loss, AugCSE's DiffCSE
+projector) are run with the settings the baseline was recorded with: ``una-infonce`` is the former
+``una``. AugCSE's views changed by design when ``tense_transformation`` gained the future tense:
+``augcse-4`` was recorded again then (``views_changed_baseline``), to catch any later drift.
 """
 from __future__ import annotations
 
@@ -26,7 +26,9 @@ RECORDED = json.loads((Path(__file__).parent / "loop_baseline.json").read_text()
 BASELINE = {**RECORDED["runs"], **RECORDED["mlm_baseline"]}
 RECIPES = {"simcse": ("simcse", []), "simcse-gradcache": ("simcse", ["optim.grad_cache_chunk=12"]),
            "simcse-padded": ("simcse", ["model.unpad=false"]), "focal": ("focal", []),
-           "una": ("una-infonce", ["views.negative_every=2"]), "una-ntxent": ("una-ntxent", ["views.negative_every=2"]),
+           # UNA's recipes later dropped gradient clipping (the authors' loop); the baseline clipped at 1.0.
+           "una": ("una-infonce", ["views.negative_every=2", "optim.max_grad_norm=1.0"]),
+           "una-ntxent": ("una-ntxent", ["views.negative_every=2", "optim.max_grad_norm=1.0"]),
            "augcse-4": ("augcse-4", ["model.projection=bn_mlp", "views.label_sampling=per_step"]),  # the head before
            # DiffCSE's diffcse_mlp, and label views drawn at every step as when recorded (now: once per sentence)
            # The baseline predates CLEAR's summed L_CL (Eq. 2); the mean form it was recorded with is pinned here.

@@ -23,8 +23,10 @@ from cselab.augment.base import (
 )
 
 # One module per family; each registers its augmenters when imported, and imports heavy
-# dependencies (spaCy, NLTK, translation models) only when an augmenter is built.
-_NOT_FAMILIES = {"base", "cli", "tokenize", "doc_table", "spacy_pipeline"}
+# dependencies (spaCy, NLTK, translation models) only when an augmenter is built. The other modules
+# are shared parts (the base classes, tokenisation, the spaCy pipeline, the English grammar) and the
+# documentation table's generator.
+NOT_FAMILIES = frozenset({"base", "tokenize", "doc_table", "spacy_pipeline", "grammar"})
 _loaded = False
 
 
@@ -37,7 +39,7 @@ def load_all() -> None:
     global _loaded
     if not _loaded:
         for module in pkgutil.iter_modules(__path__):
-            if module.name not in _NOT_FAMILIES and not module.name.startswith("_"):
+            if module.name not in NOT_FAMILIES and not module.name.startswith("_"):
                 try:
                     importlib.import_module(f"cselab.augment.{module.name}")
                 except ModuleNotFoundError as exc:

@@ -29,16 +29,16 @@ The rules are our own implementations of those descriptions (not NL-Augmenter's 
 that need grammar read a spaCy parse (loaded lazily, once per process, named entities never
 run); sentences a rule cannot touch are recognised by a cheap regular expression first and come
 back unchanged, byte for byte. Outputs are rebuilt from the tokens' own text and whitespace, so
-everything outside an edit is identical to the input. Randomness (which antonym, which marker)
-comes from ``sentence_seed(seed, sentence)``: the same (seed, sentence) gives the same output in
-any batch and any process.
+everything outside an edit is identical to the input. The English grammar the rules use (rendering,
+agreement, negation removal, the contraction and pronoun tables) is SDA's too: ``grammar.py``.
+Randomness (which antonym, which marker) comes from ``sentence_seed(seed, sentence)``: the same
+(seed, sentence) gives the same output in any batch and any process.
 """
 from __future__ import annotations
 
 import functools
 import random
 import re
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, ClassVar
 
 from cselab import citations
@@ -50,6 +50,34 @@ from cselab.augment.base import (
     check_ratio,
     register_augmenter,
     sentence_seed,
+)
+from cselab.augment.grammar import (
+    APOSTROPHES,
+    AUXILIARY_DEPS,
+    AUXILIARY_LEMMAS,
+    AUXILIARY_NEGATIONS,
+    BE_PERSON,
+    CONTRACTED_FORM,
+    CONTRACTED_NEGATION,
+    CONTRACTIONS,
+    EXPANSIONS,
+    INVERTED_SUBJECT,
+    MID_ADVERBS,
+    OBJECT_FORM,
+    SUBJECT_FORM,
+    Edits,
+    capitalize,
+    contracted_s_lemma,
+    decapitalize,
+    lemminflect,
+    past_form,
+    person_number,
+    phrase_key,
+    phrase_pattern,
+    present_form,
+    remove_negation,
+    render,
+    subject_of,
 )
 from cselab.augment.spacy_pipeline import MAX_PARSE_CHARS, SENTENCIZER
 from cselab.augment.tokenize import match_case
@@ -215,51 +243,6 @@ class SpacyRule(Augmenter):
         return f"{type(self).__name__}({params})"
 
 
-def render(doc: Doc, replaced: dict[int, str] | None = None, deleted: Iterable[int] = (),
-           spans: Iterable[tuple[int, int, str]] = ()) -> str:
-    """The Doc's text with edits; untouched text stays byte-identical.
-
-    ``replaced`` maps a token index to new text; ``spans`` replace whole token ranges
-    ``[start, end)`` by a text (keeping the range's trailing whitespace). A deleted token's
-    trailing whitespace replaces that of the token before it: deleting "not" from "is not,"
-    gives "is," and deleting "n't" from "doesn't like" gives "does like"."""
-    replaced = replaced or {}
-    space = [t.whitespace_ for t in doc]
-    gone = set(deleted)
-    for i in sorted(gone):
-        previous = i - 1
-        while previous in gone:
-            previous -= 1
-        if previous >= 0:
-            space[previous] = space[i]
-    by_start = {start: (end, text) for start, end, text in spans}
-    out, i = [], 0
-    while i < len(doc):
-        if i in by_start:
-            end, text = by_start[i]
-            out.append(text + space[end - 1])
-            i = end
-            continue
-        if i not in gone:
-            out.append(replaced.get(i, doc[i].text) + space[i])
-        i += 1
-    return "".join(out)
-
-
-def _keeps_capital(token: Token) -> bool:
-    """Names, "I" and acronyms keep their capital when they stop being sentence-initial."""
-    return token.tag_ in {"NNP", "NNPS"} or token.pos_ == "PROPN" or token.text == "I" or \
-        (token.text.isupper() and len(token.text) > 1)
-
-
-def _decapitalize(token: Token, text: str) -> str:
-    return text if _keeps_capital(token) else text[:1].lower() + text[1:]
-
-
-def _capitalize(text: str) -> str:
-    return text[:1].upper() + text[1:]
-
-
 class RegexRule(Augmenter):
     """Base for rules that need no parse: regular expressions over the raw text."""
     citation = citations.AUGCSE
@@ -389,7 +372,7 @@ class NumberToWord(RegexRule):
         if percent:
             words += " percent"
         if match.start() == 0 or match.string[:match.start()].strip() == "":
-            words = _capitalize(words)
+            words = capitalize(words)
         return words
 
     def augment(self, sentences: list[str], seed: int) -> list[str]:
@@ -397,42 +380,12 @@ class NumberToWord(RegexRule):
 
 
 # =========================================================================== contractions
-_CONTRACTIONS = {
-    "aren't": "are not", "can't": "cannot", "couldn't": "could not", "didn't": "did not", "doesn't": "does not",
-    "don't": "do not", "hadn't": "had not", "hasn't": "has not", "haven't": "have not", "isn't": "is not",
-    "mightn't": "might not", "mustn't": "must not", "needn't": "need not", "shan't": "shall not",
-    "shouldn't": "should not", "wasn't": "was not", "weren't": "were not", "won't": "will not",
-    "wouldn't": "would not", "i'm": "i am", "i've": "i have", "i'll": "i will", "i'd": "i would",
-    "you're": "you are", "you've": "you have", "you'll": "you will", "you'd": "you would", "he's": "he is",
-    "he'll": "he will", "he'd": "he would", "she's": "she is", "she'll": "she will", "she'd": "she would",
-    "it's": "it is", "it'll": "it will", "we're": "we are", "we've": "we have", "we'll": "we will",
-    "we'd": "we would", "they're": "they are", "they've": "they have", "they'll": "they will",
-    "they'd": "they would", "that's": "that is", "that'll": "that will", "there's": "there is",
-    "here's": "here is", "what's": "what is", "who's": "who is", "where's": "where is", "who'll": "who will",
-    "could've": "could have", "should've": "should have", "would've": "would have", "might've": "might have",
-    "must've": "must have", "let's": "let us",
-}
-# Expansions that are contracted back. "let us" is not: "let us know" is not "let's know".
-_EXPANSIONS = {v: k for k, v in _CONTRACTIONS.items() if v != "let us"}
-_EXPANSIONS["can not"] = "can't"
-
-
-def _phrase_pattern(phrase: str) -> str:
-    return re.escape(phrase).replace("'", "['’]").replace(r"\ ", r"[ \t]+")
-
-
-def _phrase_key(text: str) -> str:
-    """The table key of a ``_phrase_pattern`` match: lower case, ' for ’, single spaces."""
-    return re.sub(r"\s+", " ", text.lower().replace("’", "'"))
-
-
 _CONTRACTION_RE = re.compile(
-    r"(?<![\w'’])(?:" + "|".join(_phrase_pattern(p) for p in sorted({*_CONTRACTIONS, *_EXPANSIONS}, key=len,
-                                                                     reverse=True)) + r")(?![\w'’])",
+    r"(?<![\w'’])(?:" + "|".join(phrase_pattern(p) for p in sorted({*CONTRACTIONS, *EXPANSIONS}, key=len,
+                                                                    reverse=True)) + r")(?![\w'’])",
     re.IGNORECASE)
 
 
-_INVERTED_SUBJECT = re.compile(r"\s+(?:i|you|he|she|it|we|they|there)\b", re.IGNORECASE)
 _HAVE_PERFECT_ONLY = {"i have", "you have", "we have", "they have"}
 _PARTICIPLE_FOLLOWS = re.compile(r"[ \t]+(?:(?:just|already|never|always|not|also)[ \t]+)?(?:been|got|gotten|had|done|"
                                  r"gone|seen|made|taken|given|become|come|known|shown|written|\w+ed)\b", re.IGNORECASE)
@@ -456,13 +409,13 @@ class ContractionExpansion(RegexRule):
 
     def _flip(self, match: re.Match, rng: random.Random, apostrophe: str) -> str:
         text = match.group(0)
-        key = _phrase_key(text)
+        key = phrase_key(text)
         rest = match.string[match.end():]
-        if key in _CONTRACTIONS:
+        if key in CONTRACTIONS:
             # "Isn't it?", "Why don't you": expanding an inverted negation is not English
-            if key.endswith("n't") and _INVERTED_SUBJECT.match(rest):
+            if key.endswith("n't") and INVERTED_SUBJECT.match(rest):
                 return text
-            new = _CONTRACTIONS[key]
+            new = CONTRACTIONS[key]
         else:
             # "what it is." cannot become "what it's.": a contraction needs a word after it
             if not _WORD_FOLLOWS.match(rest):
@@ -470,7 +423,7 @@ class ContractionExpansion(RegexRule):
             # "they have one son" is possession: "they've one son" is not current English
             if key in _HAVE_PERFECT_ONLY and not _PARTICIPLE_FOLLOWS.match(rest):
                 return text
-            new = _EXPANSIONS[key]
+            new = EXPANSIONS[key]
         if self.p < 1.0 and rng.random() >= self.p:
             return text
         return match_case(new.replace("'", apostrophe), text)
@@ -511,7 +464,7 @@ _MARKER_GROUP_OF = {marker: group for _, group in _MARKER_GROUPS for marker in g
 _MARKER_NEEDS_COMMA = {marker for needs, group in _MARKER_GROUPS if needs for marker in group}
 # "in addition to", "in contrast with", "as a result of" are prepositions, not markers.
 _MARKER_RE = re.compile(
-    r"(?<![\w'’-])(?:" + "|".join(_phrase_pattern(m) for m in sorted(_MARKER_GROUP_OF, key=len, reverse=True))
+    r"(?<![\w'’-])(?:" + "|".join(phrase_pattern(m) for m in sorted(_MARKER_GROUP_OF, key=len, reverse=True))
     + r")(?![\w'’-])(?!\s+(?:to|of|with|from|than)\b)(?P<comma>\s*,)?", re.IGNORECASE)
 
 
@@ -555,8 +508,6 @@ class DiscourseMarkerSubstitution(RegexRule):
 
 # =========================================================================== negation removal
 _NEGATION_TRIGGER = re.compile(r"\bnot\b|n['’]t\b|\bcannot\b", re.IGNORECASE)
-# Hosts of a contracted "n't" whose bare form differs: "can't" -> "ca" + "n't".
-_BARE_HOST = {"ca": "can", "wo": "will", "sha": "shall"}
 
 
 @register_augmenter
@@ -571,17 +522,15 @@ class AuxiliaryNegationRemoval(SpacyRule):
     trigger = _NEGATION_TRIGGER
 
     def rewrite(self, doc: Doc, rng: random.Random) -> str | None:
-        replaced, deleted = {}, []
+        edits = Edits(doc)
         for token in doc:
-            if token.dep_ != "neg" or token.lower_ not in {"not", "n't", "n’t"} or token.i == 0:
+            if token.dep_ != "neg" or token.lower_ not in AUXILIARY_NEGATIONS or token.i == 0:
                 continue
             host = doc[token.i - 1]
             if not (host.pos_ == "AUX" or host.tag_ == "MD") or host.lower_ == "ai":
                 continue
-            deleted.append(token.i)
-            if host.lower_ in _BARE_HOST and not host.whitespace_:
-                replaced[host.i] = match_case(_BARE_HOST[host.lower_], host.text)
-        return render(doc, replaced, deleted) if deleted else None
+            remove_negation(token, edits)
+        return edits.render() if edits else None
 
 
 # =========================================================================== adjective antonyms
@@ -630,97 +579,11 @@ def indefinite_article(word: str) -> str:
 _PRESENT_TO_PAST_MODAL = {"can": "could", "will": "would", "may": "might", "shall": "should", "ca": "could",
                           "wo": "would", "sha": "should", "'ll": "'d", "’ll": "’d"}
 _PAST_TO_PRESENT_MODAL = {"could": "can", "would": "will", "might": "may"}
-_PLURAL_PRONOUNS = {"i", "you", "we", "they"}
-
-
-@functools.lru_cache(maxsize=1)
-def _inflect():
-    try:
-        from lemminflect import getInflection
-    except ImportError as exc:
-        raise AugmenterUnavailable("this augmenter needs lemminflect: pip install lemminflect") from exc
-    return getInflection
-
-
-def _subject_of(verb: Token) -> Token | None:
-    """The subject a finite verb agrees with; for "the men who were", the noun "men"."""
-    head = verb.head if verb.dep_ in {"aux", "auxpass"} else verb
-    subject = next((c for c in head.children if c.dep_ in {"nsubj", "nsubjpass", "expl"}), None)
-    while subject is None and head.dep_ == "conj" and head.head is not head:  # "They went and ate"
-        head = head.head
-        subject = next((c for c in head.children if c.dep_ in {"nsubj", "nsubjpass", "expl"}), None)
-    if subject is not None and subject.lower_ in {"who", "that", "which"} and head.dep_ == "relcl":
-        return head.head
-    return subject
-
-
-def _person_number(subject: Token | None) -> str:
-    """"1s" ("I"), "3s" (he/she/it, singular nouns) or "pl" (we/you/they, plurals, coordinations)."""
-    if subject is None:
-        return "3s"
-    word = subject.lower_
-    if word in {"i", "me"}:
-        return "1s"
-    if word in _PLURAL_PRONOUNS or word in {"us", "them", "these", "those"} or subject.tag_ in {"NNS", "NNPS"}:
-        return "pl"
-    if any(c.dep_ == "conj" for c in subject.children):
-        return "pl"
-    return "3s"
-
-
-def _present_form(lemma: str, person: str) -> str | None:
-    if lemma == "be":
-        return {"1s": "am", "3s": "is", "pl": "are"}[person]
-    forms = _inflect()(lemma, "VBZ" if person == "3s" else "VBP")
-    return forms[0] if forms else None
-
-
-def _past_form(lemma: str, person: str) -> str | None:
-    if lemma == "be":
-        return "were" if person == "pl" else "was"
-    forms = _inflect()(lemma, "VBD")
-    return forms[0] if forms else None
-
-
-def _apostrophe_form(token: Token, word: str) -> str:
-    """A contracted verb ("'s", "'re") replaced by a full word needs its own space: "He's" -> "He was"."""
-    if token.text[:1] in {"'", "’"} and word[:1] not in {"'", "’"} and token.i > 0 \
-            and not token.doc[token.i - 1].whitespace_:
-        return " " + word
-    return word
 
 
 #: Modals that make the future ("will go", "shall go", "'ll go", "won't go", "shan't go").
 _FUTURE_MODALS = {"will", "shall", "'ll", "’ll", "wo", "sha"}
 _TENSES = ("past", "present", "future")
-_CONTRACTED_NEGATION = {"n't", "n’t"}
-#: Adverbs that stand between "will" and "be"/"have" ("is always late" -> "will always be late").
-_MID_ADVERBS = {"always", "never", "also", "still", "just", "already", "often", "usually", "really", "probably",
-                "certainly", "surely", "definitely", "actually", "even", "ever", "sometimes", "rarely", "seldom",
-                "generally", "mostly", "again", "not"}
-#: Present forms of be/have that contract after a subject ("she'll be" -> "she's").
-_CONTRACTED_FORM = {"is": "s", "are": "re", "am": "m", "has": "s", "have": "ve"}
-
-
-class _Edits:
-    """Token edits for ``render``: replaced text, deleted tokens, and text appended after a token."""
-
-    def __init__(self) -> None:
-        self.replaced: dict[int, str] = {}
-        self.deleted: set[int] = set()
-        self.after: dict[int, str] = {}
-
-    def __bool__(self) -> bool:
-        return bool(self.replaced or self.deleted or self.after)
-
-    def touched(self, i: int) -> bool:
-        return i in self.replaced or i in self.deleted
-
-    def render(self, doc: Doc) -> str:
-        replaced = dict(self.replaced)
-        for i, text in self.after.items():
-            replaced[i] = replaced.get(i, doc[i].text) + text
-        return render(doc, replaced, self.deleted)
 
 
 @register_augmenter
@@ -751,7 +614,8 @@ class TenseTransformation(SpacyRule):
 
     name = "tense_transformation"
     tag = "possibly-altering"
-    output_revision = 2  # 2: the future tense and the auto target; cached outputs of revision 1 are not reused
+    # 2: the future tense and the auto target; 3: the shared grammar ("Me and him are", curly "I’m" is be)
+    output_revision = 3
     description = "move finite verbs to another tense: past, present or future (walks -> walked / will walk)"
     directions: ClassVar[dict[str, str | None]] = {"auto": None, "to_past": "past", "to_present": "present",
                                                    "to_future": "future"}
@@ -761,7 +625,7 @@ class TenseTransformation(SpacyRule):
             raise ValueError(f"augmenter {self.name}: direction must be one of {', '.join(self.directions)}, "
                              f"got {direction!r}")
         self.direction = direction
-        _inflect()
+        lemminflect()
 
     # ------------------------------------------------------------------ reading the tense
     @staticmethod
@@ -781,7 +645,7 @@ class TenseTransformation(SpacyRule):
     def _main_tense(self, doc: Doc) -> str | None:
         for sentence in doc.sents:
             root = sentence.root
-            for token in [c for c in root.children if c.dep_ in {"aux", "auxpass"} and c.i < root.i] + [root]:
+            for token in [c for c in root.children if c.dep_ in AUXILIARY_DEPS and c.i < root.i] + [root]:
                 if token.tag_ == "MD" and token.lower_ in _FUTURE_MODALS:
                     return "future"
                 tense = self._tense_of(token)
@@ -791,18 +655,16 @@ class TenseTransformation(SpacyRule):
 
     @staticmethod
     def _lemma(token: Token) -> str:
-        """The token's lemma; a contracted "'s" before "been"/"got"/"gone" is "has", not "is"."""
+        """The token's lemma; the forms of be, have and do (contracted ones included: "I’m") from the
+        shared table, and "'s" as "has" or "is" by the shared rule."""
         if token.lower_ in {"'s", "’s"}:
-            following = next((t for t in token.doc[token.i + 1:token.sent.end] if t.lower_ not in _MID_ADVERBS),
-                             None)
-            if following is not None and following.lower_ in {"been", "got", "gotten", "gone"}:
-                return "have"
-        return (token.lemma_ or token.lower_).lower()
+            return contracted_s_lemma(token)
+        return AUXILIARY_LEMMAS.get(token.lower_) or (token.lemma_ or token.lower_).lower()
 
     @staticmethod
     def _editable(token: Token) -> bool:
         """A real word ("'s" included), not markup like the "br" of "<br>"."""
-        return (token.is_alpha or token.text[:1] in {"'", "’"}) and not (
+        return (token.is_alpha or token.text[:1] in APOSTROPHES) and not (
             token.i > 0 and token.doc[token.i - 1].text.endswith("<"))
 
     # ------------------------------------------------------------------ rewriting
@@ -817,7 +679,7 @@ class TenseTransformation(SpacyRule):
             for tense in (others[first], others[1 - first]):
                 edits = self._edits(doc, main, tense)
                 if edits:
-                    return edits.render(doc)
+                    return edits.render()
             return None
         if target == "future":
             source = main if main in {"present", "past"} else None
@@ -828,10 +690,10 @@ class TenseTransformation(SpacyRule):
         if source is None:
             return None
         edits = self._edits(doc, source, target)
-        return edits.render(doc) if edits else None
+        return edits.render() if edits else None
 
-    def _edits(self, doc: Doc, source: str, target: str) -> _Edits:
-        edits = _Edits()
+    def _edits(self, doc: Doc, source: str, target: str) -> Edits:
+        edits = Edits(doc)
         if source == "future":
             self._from_future(doc, target, edits)
             if target == "past":
@@ -842,7 +704,7 @@ class TenseTransformation(SpacyRule):
             self._switch(doc, source, target, edits)
         return edits
 
-    def _switch(self, doc: Doc, source: str, target: str, edits: _Edits, skip_future: bool = False) -> None:
+    def _switch(self, doc: Doc, source: str, target: str, edits: Edits, skip_future: bool = False) -> None:
         """Present <-> past: every finite verb in ``source`` re-inflected (or its modal mapped)."""
         replaced = edits.replaced
         for token in doc:
@@ -854,8 +716,8 @@ class TenseTransformation(SpacyRule):
             following = doc[token.i + 1] if token.i + 1 < len(doc) else None
             if word == "used" and following is not None and following.lower_ == "to":
                 continue  # "used to go" is not "uses to go"
-            negated = following is not None and following.lower_ in _CONTRACTED_NEGATION and not token.whitespace_
-            subject = _subject_of(token)
+            negated = following is not None and following.lower_ in CONTRACTED_NEGATION and not token.whitespace_
+            subject = subject_of(token)
             if subject is None:  # "originally called": a participle mis-tagged as a past tense
                 continue
             if token.tag_ == "MD":
@@ -864,19 +726,17 @@ class TenseTransformation(SpacyRule):
                     new = {"can": "ca", "will": "wo"}.get(new, new)
             else:
                 lemma = self._lemma(token)
-                person = _person_number(subject)
-                if word in {"am", "'m", "’m"}:
-                    person = "1s"
-                elif word in {"are", "'re", "’re"}:
-                    person = "pl"  # keep "you/they are" plural whatever the parse says
-                new = _past_form(lemma, person) if target == "past" else _present_form(lemma, person)
+                person = person_number(subject)
+                # "am" is first person and "are" plural ("you/they are") whatever the parse says
+                person = BE_PERSON.get(word, person)
+                new = past_form(lemma, person) if target == "past" else present_form(lemma, person)
                 if new is None:
                     continue
                 if negated and new == "am":  # "I wasn't" -> "I am not" ("amn't" is not English)
                     replaced[following.i] = " not"
-            replaced[token.i] = _apostrophe_form(token, match_case(new, token.text))
+            replaced[token.i] = match_case(new, token.text)
 
-    def _to_future(self, doc: Doc, source: str, edits: _Edits) -> None:
+    def _to_future(self, doc: Doc, source: str, edits: Edits) -> None:
         """Present/past -> future: "will" before the base form; be/have/do auxiliaries become "will"."""
         for token in doc:
             if token.tag_ == "MD" or self._tense_of(token) != source or not self._editable(token):
@@ -885,11 +745,11 @@ class TenseTransformation(SpacyRule):
             following = doc[token.i + 1] if token.i + 1 < len(doc) else None
             if word == "ai" or (lemma == "use" and following is not None and following.lower_ == "to"):
                 continue  # "ain't"; "used to go" is not "will use to go"
-            subject = _subject_of(token)
+            subject = subject_of(token)
             if subject is None:
                 continue
-            negated = following is not None and following.lower_ in _CONTRACTED_NEGATION and not token.whitespace_
-            if not (lemma == "be" or token.dep_ in {"aux", "auxpass"} or negated):
+            negated = following is not None and following.lower_ in CONTRACTED_NEGATION and not token.whitespace_
+            if not (lemma == "be" or token.dep_ in AUXILIARY_DEPS or negated):
                 # a lexical verb: "walked" -> "will walk", "has a car" -> "will have a car"; "will"
                 # goes before the adverbs right before it ("quickly bought" -> "will quickly buy")
                 start = token.i
@@ -899,12 +759,12 @@ class TenseTransformation(SpacyRule):
                     edits.replaced[token.i] = match_case("will " + lemma, token.text)
                 else:
                     edits.replaced[start] = match_case("will", doc[start].text) + " " + \
-                        _decapitalize(doc[start], doc[start].text)
+                        decapitalize(doc[start], doc[start].text)
                     edits.replaced[token.i] = match_case(lemma, token.text) if token.text.isupper() else lemma
                 continue
             # an auxiliary (or be): "will" takes its place, the base form follows the negation,
             # or the subject of a question ("Isn't he ...?" -> "Won't he be ...?")
-            apostrophe = token.text[:1] if token.text[:1] in {"'", "’"} else ""
+            apostrophe = token.text[:1] if token.text[:1] in APOSTROPHES else ""
             will = "wo" if negated else (apostrophe + "ll" if apostrophe else "will")
             edits.replaced[token.i] = match_case(will, token.text)
             if lemma == "do":  # do-support goes: "did not go" -> "will not go"
@@ -930,7 +790,7 @@ class TenseTransformation(SpacyRule):
         slot = token.i
         while slot + 1 < end:
             following = doc[slot + 1]
-            if following.dep_ == "neg" or (following.dep_ == "advmod" and following.lower_ in _MID_ADVERBS
+            if following.dep_ == "neg" or (following.dep_ == "advmod" and following.lower_ in MID_ADVERBS
                                            and following.head.i in {token.i, token.head.i}):
                 slot += 1
             elif inverted and following.i == subject.left_edge.i:
@@ -943,27 +803,27 @@ class TenseTransformation(SpacyRule):
     def _verb_after(modal: Token) -> Token | None:
         """The verb "will" governs: the next auxiliary of its group, or the main verb."""
         head = modal.head
-        group = [head] + [c for c in head.children if c.dep_ in {"aux", "auxpass"}]
+        group = [head] + [c for c in head.children if c.dep_ in AUXILIARY_DEPS]
         later = [t for t in group if t.i > modal.i and t.tag_ != "MD"]
         return min(later, key=lambda t: t.i) if later else None
 
-    def _from_future(self, doc: Doc, target: str, edits: _Edits) -> None:
+    def _from_future(self, doc: Doc, target: str, edits: Edits) -> None:
         """Future -> present/past: "will go" -> "goes"/"went", "will be" -> "is"/"was"."""
-        inflect = _present_form if target == "present" else _past_form
+        inflect = present_form if target == "present" else past_form
         for modal in doc:
             if modal.tag_ != "MD" or modal.lower_ not in _FUTURE_MODALS:
                 continue
             verb = self._verb_after(modal)
-            subject = _subject_of(modal)
+            subject = subject_of(modal)
             if verb is None or verb.tag_ != "VB" or subject is None:
                 continue
-            person = _person_number(subject)
+            person = person_number(subject)
             following = doc[modal.i + 1]
             # "not" may follow adverbs ("will probably not go"): a neg dependent between "will" and the verb
             negation = next((c for c in [*modal.head.children, *modal.children] if c.dep_ == "neg"
-                             and c.lower_ in {"not", "n't", "n’t"} and modal.i < c.i < verb.i), None)
+                             and c.lower_ in AUXILIARY_NEGATIONS and modal.i < c.i < verb.i), None)
             lemma = (verb.lemma_ or verb.lower_).lower()
-            if lemma == "be" or (lemma == "have" and verb.dep_ in {"aux", "auxpass"}):
+            if lemma == "be" or (lemma == "have" and verb.dep_ in AUXILIARY_DEPS):
                 new = inflect(lemma, person)  # "will not be" -> "is not"
                 edits.deleted.add(verb.i)
             elif negation is not None or subject.i > modal.i:
@@ -983,29 +843,25 @@ class TenseTransformation(SpacyRule):
                 continue
             if new is None:
                 continue
-            if new == "am" and following.lower_ in _CONTRACTED_NEGATION and not modal.whitespace_:
+            if new == "am" and following.lower_ in CONTRACTED_NEGATION and not modal.whitespace_:
                 edits.replaced[following.i] = " not"  # "I won't be" -> "I am not"
-            if modal.text[:1] in {"'", "’"} and new in _CONTRACTED_FORM:
-                new = modal.text[:1] + _CONTRACTED_FORM[new]  # "she'll be" -> "she's"
-            edits.replaced[modal.i] = _apostrophe_form(modal, match_case(new, modal.text))
+            if modal.text[:1] in APOSTROPHES and new in CONTRACTED_FORM:
+                new = modal.text[:1] + CONTRACTED_FORM[new]  # "she'll be" -> "she's"
+            edits.replaced[modal.i] = match_case(new, modal.text)
 
 
 # =========================================================================== subject <-> object
-_SUBJECT_FORM = {"me": "i", "him": "he", "her": "she", "us": "we", "them": "they", "whom": "who"}
-_OBJECT_FORM = {v: k for k, v in _SUBJECT_FORM.items()}
-
-
 def _phrase_for_slot(span: Span, role: str, sentence_initial: bool) -> str:
     """A phrase's text in its new slot: pronoun case switched, the sentence-initial capital moved."""
     first = span[0]
     if len(span) == 1 and first.tag_ == "PRP":
-        word = (_SUBJECT_FORM if role == "subject" else _OBJECT_FORM).get(first.lower_, first.lower_)
+        word = (SUBJECT_FORM if role == "subject" else OBJECT_FORM).get(first.lower_, first.lower_)
         text = "I" if word == "i" else word
     elif first.i == span.sent.start and not sentence_initial:
-        text = _decapitalize(first, first.text) + span.text[len(first.text):]
+        text = decapitalize(first, first.text) + span.text[len(first.text):]
     else:
         text = span.text
-    return _capitalize(text) if sentence_initial else text
+    return capitalize(text) if sentence_initial else text
 
 
 @register_augmenter
@@ -1018,10 +874,11 @@ class SubjectObjectSwitch(SpacyRule):
 
     name = "subject_object_switch"
     tag = "altering"
+    output_revision = 1  # 1: the shared grammar's agreement (a coordinated new subject is plural)
     description = "swap the subject and direct object of the main clause (cat chased dog -> dog chased cat)"
 
     def __init__(self) -> None:
-        _inflect()
+        lemminflect()
 
     def rewrite(self, doc: Doc, rng: random.Random) -> str | None:
         spans: list[tuple[int, int, str]] = []
@@ -1051,16 +908,11 @@ class SubjectObjectSwitch(SpacyRule):
     @staticmethod
     def _agree(verb: Token, new_subject: Token, replaced: dict[int, str]) -> None:
         """Re-inflect a present-tense finite verb for its new subject."""
-        auxiliaries = [c for c in verb.children if c.dep_ in {"aux", "auxpass"} and c.i < verb.i]
+        auxiliaries = [c for c in verb.children if c.dep_ in AUXILIARY_DEPS and c.i < verb.i]
         finite = next((t for t in auxiliaries + [verb] if t.tag_ in {"VBZ", "VBP", "VBD", "MD"}), None)
         if finite is None or finite.tag_ not in {"VBZ", "VBP"}:
             return
-        if new_subject.tag_ == "PRP":
-            pronoun = _SUBJECT_FORM.get(new_subject.lower_, new_subject.lower_)
-            person = "1s" if pronoun == "i" else "pl" if pronoun in _PLURAL_PRONOUNS else "3s"
-        else:
-            person = _person_number(new_subject)
-        new = _present_form((finite.lemma_ or finite.lower_).lower(), person)
+        new = present_form((finite.lemma_ or finite.lower_).lower(), person_number(new_subject))
         if new and new != finite.lower_:
             replaced[finite.i] = match_case(new, finite.text)
 
@@ -1101,9 +953,9 @@ class YodaPerturbation(SpacyRule):
         first = next((t for t in sentence if not t.is_space), None)
         if first is None or span.start <= first.i or span.end > sentence.end or span[-1].is_punct:
             return None
-        rest = render(doc, {first.i: _decapitalize(first, first.text)}, deleted=range(span.start, span.end))
+        rest = render(doc, {first.i: decapitalize(first, first.text)}, deleted=range(span.start, span.end))
         lead = rest[:len(rest) - len(rest.lstrip())]
-        return f"{lead}{_capitalize(span.text)}, {rest.lstrip()}"
+        return f"{lead}{capitalize(span.text)}, {rest.lstrip()}"
 
 
 # =========================================================================== sentence order

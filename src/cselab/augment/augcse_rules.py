@@ -25,14 +25,14 @@ import re
 from typing import ClassVar
 
 from cselab import citations
-from cselab.augment.augcse import _CONTRACTIONS, _INVERTED_SUBJECT, _phrase_key, _phrase_pattern
 from cselab.augment.base import SentenceAugmenter, TokenAugmenter, check_positive_int, check_ratio, register_augmenter
+from cselab.augment.grammar import CONTRACTIONS, INVERTED_SUBJECT, phrase_key, phrase_pattern
 from cselab.augment.tokenize import is_word, match_case
 
 
 def _alternation(words) -> str:
     """A regex alternation, longest first, so "New York City" wins over "New York"."""
-    return "|".join(_phrase_pattern(w) for w in sorted(words, key=len, reverse=True))
+    return "|".join(phrase_pattern(w) for w in sorted(words, key=len, reverse=True))
 
 
 class _SubstitutionRule(SentenceAugmenter):
@@ -147,7 +147,8 @@ class RandomWordAugmentation(TokenAugmenter):
     swap: k distinct neighbouring word pairs trade places;
     delete: k random words removed; crop: one run of k consecutive words removed. Punctuation
     tokens are never chosen and always kept (nlpaug skips them as well); at least one word stays.
-    The same rule as nlpaug's, written here (nlpaug is not a dependency).
+    nlpaug's actions, written here (nlpaug is not a dependency); its counting differs (ceil(aug_p x
+    tokens), punctuation counted, nothing done when that is below 2): docs/methods.md lists it.
     """
     citation = citations.AUGCSE
 
@@ -218,7 +219,7 @@ _FORMAL = {
     "info": "information", "photo": "photograph", "photos": "photographs", "bike": "bicycle", "bikes": "bicycles",
 }
 # Expansions only, and not "'s"/"'d" (possessive "John's" and "'d" = had/would are ambiguous).
-_EXPAND = {k: v for k, v in _CONTRACTIONS.items() if not k.endswith(("'s", "'d"))}
+_EXPAND = {k: v for k, v in CONTRACTIONS.items() if not k.endswith(("'s", "'d"))}
 _CASUAL = {**_FORMAL, **_EXPAND}
 # "i" but not "i.e."; no word may continue past the match.
 _CASUAL_RE = re.compile(r"(?<![\w'’])(?:" + _alternation(_CASUAL) + r"|i)(?![\w'’]|\.\w)", re.IGNORECASE)
@@ -247,9 +248,9 @@ class Casual2Formal(_SubstitutionRule):
 
     def replace(self, match: re.Match, rng: random.Random) -> str:
         text = match.group(0)
-        key = _phrase_key(text)
+        key = phrase_key(text)
         if key == "i":
             return "I"
-        if key in _EXPAND and key.endswith("n't") and _INVERTED_SUBJECT.match(match.string[match.end():]):
+        if key in _EXPAND and key.endswith("n't") and INVERTED_SUBJECT.match(match.string[match.end():]):
             return text
         return _formal_case(_CASUAL[key], text)

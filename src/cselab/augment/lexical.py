@@ -3,9 +3,12 @@
 CLEAR (Wu et al., 2020, "CLEAR: Contrastive Learning for Sentence Representation", Sec. 3.3 and
 Figure 2), with the paper's hyper-parameters (Sec. 4.1) as defaults: word deletion of 70% of the
 tokens, span deletion of 5 spans of 5% of the length, reordering of 5 pairs of ~5%-long spans,
-substitution of 30% of the tokens by synonyms. Deleted tokens become a ``[DEL]`` placeholder and
-consecutive placeholders are merged into one ("we eliminate the consecutive token [DEL] into one
-token"); ``placeholder=None`` removes deleted tokens instead.
+substitution of 30% of the tokens by synonyms. The span rules keep the paper's proportions at every
+length (25% of the units deleted, 50% moved, on average): set for 512-token inputs, "5 spans of 5%"
+on an 8-token sentence would otherwise be 5 one-token spans, and "5 pairs" would move every token.
+Deleted tokens become a ``[DEL]`` placeholder and consecutive placeholders are merged into one ("we
+eliminate the consecutive token [DEL] into one token"); ``placeholder=None`` removes deleted tokens
+instead.
 
 The unit (``level``): CLEAR augments the tokenised sequence. ``level="token"`` (the clear-* recipes)
 uses the pieces of a model's tokenizer (``tokenizer``: a name or path, ``minilm`` by default; the
@@ -27,6 +30,7 @@ every token.
 """
 from __future__ import annotations
 
+import math
 import random
 
 from cselab import citations
@@ -74,37 +78,65 @@ def word_deletion_flags(n: int, ratio: float, rng: random.Random) -> bytearray |
     return deleted
 
 
+def stochastic_count(expected: float, rng: random.Random) -> int:
+    """floor(expected), plus one with the probability of its fractional part: the mean is ``expected``
+    at every length (round() would make a 6-unit sentence lose 2 units of 1.5, a third, every time)."""
+    whole = math.floor(expected)
+    return whole + (rng.random() < expected - whole)
+
+
+def split_evenly(total: int, parts: int, rng: random.Random) -> list[int]:
+    """``total`` units in ``parts`` lengths that differ by at most one, the longer ones in random places."""
+    base, extra = divmod(total, parts)
+    lengths = [base + 1] * extra + [base] * (parts - extra)
+    rng.shuffle(lengths)
+    return lengths
+
+
+def place_spans(n: int, lengths: list[int], rng: random.Random) -> list[int]:
+    """The starts of non-overlapping spans of ``lengths`` (in this order) among ``n`` units, placed
+    uniformly: choose len(lengths) of the (free + len(lengths)) slots, in order."""
+    free = n - sum(lengths)
+    starts, used = [], 0
+    for j, slot in enumerate(sorted(rng.sample(range(free + len(lengths)), len(lengths)))):
+        starts.append(slot - j + used)
+        used += lengths[j]
+    return starts
+
+
 def span_deletion_flags(n: int, spans: int, span_ratio: float, rng: random.Random) -> bytearray | None:
-    """``spans`` spans of round(span_ratio * n) units (at least one), placed independently, so they may
-    overlap; fewer spans when the sentence is too short to keep a unit."""
-    length = max(1, round(span_ratio * n))
-    spans = min(spans, (n - 1) // length)
-    if spans < 1:
+    """``spans`` x ``span_ratio`` of the units deleted (on average; at least one, never all), in at most
+    ``spans`` non-overlapping spans of near-equal length, each at least one unit. On a long input these
+    are the paper's spans of ``span_ratio`` each; on a sentence, fewer and shorter spans keep the share."""
+    if n < 2:
         return None
+    total = min(n - 1, max(1, stochastic_count(spans * span_ratio * n, rng)))
+    lengths = split_evenly(total, min(spans, total), rng)
     deleted = bytearray(n)
-    for _ in range(spans):
-        start = rng.randrange(n - length + 1)
+    for start, length in zip(place_spans(n, lengths, rng), lengths, strict=True):
         deleted[start:start + length] = b"\x01" * length
     return deleted
 
 
 def reorder_plan(n: int, pairs: int, span_ratio: float, rng: random.Random) -> list[PlanItem] | None:
-    """2 * ``pairs`` non-overlapping spans of round(span_ratio * n) units, swapped pairwise at random."""
-    length = max(1, round(span_ratio * n))
-    pairs = min(pairs, n // (2 * length))
-    if pairs < 1:
+    """Up to ``pairs`` pairs of non-overlapping spans, the two spans of a pair of equal length, swapped
+    pairwise: 2 x ``pairs`` x ``span_ratio`` of the units moved (on average; at least one pair, at most
+    every unit). On a long input these are the paper's spans of ``span_ratio`` each."""
+    if n < 2:
         return None
-    m = 2 * pairs
-    # m non-overlapping spans of equal length: choose m of the (free + m) slots in order.
-    free = n - m * length
-    slots = sorted(rng.sample(range(free + m), m))
-    starts = [slot - j + j * length for j, slot in enumerate(slots)]
-    order = list(range(m))
-    rng.shuffle(order)
+    per_side = min(n // 2, max(1, stochastic_count(pairs * span_ratio * n, rng)))
+    pair_lengths = split_evenly(per_side, min(pairs, per_side), rng)
+    spans = [pair for pair in range(len(pair_lengths)) for _ in range(2)]
+    rng.shuffle(spans)  # the order of the spans along the sentence: which two make a pair is random
+    lengths = [pair_lengths[pair] for pair in spans]
+    first: dict[int, int] = {}
     plan: list[PlanItem] = list(range(n))
-    for a, b in zip(order[0::2], order[1::2], strict=True):
-        sa, sb = starts[a], starts[b]
-        plan[sa:sa + length], plan[sb:sb + length] = plan[sb:sb + length], plan[sa:sa + length]
+    for pair, start, length in zip(spans, place_spans(n, lengths, rng), lengths, strict=True):
+        if pair not in first:
+            first[pair] = start
+            continue
+        a = first[pair]
+        plan[a:a + length], plan[start:start + length] = plan[start:start + length], plan[a:a + length]
     return plan
 
 
@@ -197,7 +229,8 @@ class ClearWordDeletion(ClearRule):
 class ClearSpanDeletion(ClearRule):
     name = "clear_span_deletion"
     tag = "possibly-altering"
-    description = "CLEAR span deletion: 5 spans of 5% of the length deleted, each -> one [DEL]"
+    description = "CLEAR span deletion: 25% of the units in at most 5 spans (5% each when long), each -> one [DEL]"
+    output_revision = 1  # 1: the paper's share at every length (earlier: 5 one-unit spans on a short sentence)
 
     def __init__(self, spans: int = 5, span_ratio: float = 0.05, placeholder: str | None = DEL, collapse: bool = True,
                  level: str = "word", tokenizer: str = DEFAULT_TOKENIZER):
@@ -218,7 +251,8 @@ class ClearSpanDeletion(ClearRule):
 class ClearReorder(ClearRule):
     name = "clear_reorder"
     tag = "possibly-altering"
-    description = "CLEAR reordering: 5 pairs of non-overlapping ~5%-long spans swapped pairwise"
+    description = "CLEAR reordering: 50% of the units moved, in at most 5 pairs of spans (~5% each) swapped"
+    output_revision = 1  # 1: the paper's share at every length (earlier: every unit moved on a short sentence)
 
     def __init__(self, pairs: int = 5, span_ratio: float = 0.05, level: str = "word",
                  tokenizer: str = DEFAULT_TOKENIZER):

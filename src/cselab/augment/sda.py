@@ -7,19 +7,21 @@ spaCy parse, plus a single negation for use as a hard negative:
 * ``sda_punctuation`` (PI, Algorithm 1): a comma between a subordinate clause and the clause it
   depends on; a comma after, or quotes around, the noun (nominal) subject; a duplicated inner
   punctuation mark; the final mark made '!'.
-* ``sda_affirmative_aux`` (AA, Algorithm 2): an affirmative auxiliary ("must", "have to",
-  "ought to", "cannot help but", emphatic "do", "definitely", ...) on the main predicate, with
-  the verb in its base form and the tense kept ("went" -> "had to go", "was" -> "must have been").
+* ``sda_affirmative_aux`` (AA, Algorithm 2): one of the paper's affirmative auxiliaries ("must",
+  "have to", "ought to", "cannot but", "cannot help but"; emphatic "do", "definitely", "certainly"
+  and "surely" on request) at the first be-verb or verb ROOT in word order, with the verb in its
+  base form and the tense kept ("went" -> "had to go", "was" -> "must have been").
 * ``sda_double_negation`` (DN, Algorithm 3): two negation transformations (delete a negation, or
-  insert "not" at an auxiliary / do-support at the ROOT verb / "Not" at the start); unchanged
-  when fewer than two can be made. ``completion="template"`` offers the public implementation's
-  "It is not true that ..." instead (see the class docstring).
+  insert "not" at an auxiliary / do-support at the ROOT verb / "Not" at the start); where fewer
+  than two can be made, the authors' completion: the main predicate negated once under "It is not
+  true that ..." (``completion="none"``: unchanged instead; see the class docstring).
 * ``sda_single_negation``: one negation transformation at the main predicate (meaning-altering).
 
 A sentence no rule fits comes back unchanged, byte for byte: output is rebuilt from the tokens'
 own text and ``whitespace_``, so everything outside an edit is identical to the input.
-Loading, batched parsing and the parse cache are shared with AugCSE's rules
-(:mod:`cselab.augment.spacy_pipeline`); this module adds the verb tables its rules read.
+Loading, batched parsing and the parse cache (:mod:`cselab.augment.spacy_pipeline`) and the English
+grammar (:mod:`cselab.augment.grammar`: rendering edits, agreement, negation removal, the contraction
+and pronoun tables) are shared with AugCSE's rules; this module adds the verb tables its rules read.
 """
 from __future__ import annotations
 
@@ -35,6 +37,20 @@ from typing import TYPE_CHECKING
 from cselab import citations
 from cselab.augment import spacy_pipeline
 from cselab.augment.base import Augmenter, AugmenterUnavailable, register_augmenter, sentence_seed
+from cselab.augment.grammar import (
+    AUXILIARY_DEPS,
+    AUXILIARY_LEMMAS,
+    AUXILIARY_NEGATIONS,
+    CONTRACTED_NEGATION,
+    Edits,
+    contracted_s_lemma,
+    keeps_capital,
+    past_form,
+    person_number,
+    present_form,
+    remove_negation,
+    subject_of,
+)
 from cselab.augment.spacy_pipeline import MAX_PARSE_CHARS
 from cselab.errors import counted
 
@@ -52,18 +68,15 @@ WH_TAGS = frozenset({"WDT", "WP", "WP$"})  # who, which, that, what: relative/in
 FINITE_TAGS = frozenset({"MD", "VBZ", "VBP", "VBD"})
 CLAUSAL_DEPS = frozenset({"acl", "advcl", "ccomp", "csubj", "relcl", "xcomp"})
 SUBJECT_DEPS = frozenset({"nsubj", "nsubjpass"})
-AUX_DEPS = frozenset({"aux", "auxpass"})
+AUX_DEPS = AUXILIARY_DEPS
 NON_FINITE_AUX_TAGS = frozenset({"TO", "VBG"})  # infinitival "to"; "having", "being"
 END_MARKS = frozenset({".", "!", "?", "…", "...", "!!", "?!", "!?"})
 # Marks that can end a sentence (Algorithm 1's final "punctuation punc"); symbols such as '%' or '&'
 # are not among them: replacing one with '!' would change the text, not its tone.
 TERMINAL_MARKS = END_MARKS | {":", ";", ","}
-NEGATION_WORDS = frozenset({"not", "n't", "n’t", "never"})
+NEGATION_WORDS = AUXILIARY_NEGATIONS | {"never"}
 # Negative determiners/pronouns: a clause holding one ("there was no census") takes no extra "not".
 NEGATIVE_ARGUMENTS = frozenset({"no", "none", "nothing", "nobody", "neither", "nor", "nowhere", "never"})
-# Hosts of a contracted "n't" whose bare form differs: "can't" -> "ca" + "n't".
-CONTRACTED_HOSTS = {"ca": "can", "wo": "will", "sha": "shall"}
-PLURAL_PRONOUNS = frozenset({"i", "you", "we", "they"})
 
 
 def load_spacy(model: str | None = None) -> Language:
@@ -76,14 +89,6 @@ def load_spacy(model: str | None = None) -> Language:
     return nlp
 
 
-# Forms whose lemma depends on the parse rather than on a table ("'s" is "is" or "has").
-_AUXILIARY_LEMMAS = {
-    **dict.fromkeys(["be", "is", "are", "am", "was", "were", "been", "being", "'re", "'m", "’re", "’m"], "be"),
-    **dict.fromkeys(["have", "has", "had", "having", "'ve", "’ve"], "have"),
-    **dict.fromkeys(["do", "does", "did", "done", "doing"], "do"),
-}
-
-
 _LEMMA_TABLES: dict[int, tuple[dict, set, list]] = {}  # id(vocab) -> verb exceptions, known verbs, rules
 
 
@@ -91,7 +96,7 @@ def _register_lemma_tables(nlp: Language) -> None:
     table = nlp.get_pipe("lemmatizer").lookups.get_table
     exceptions = dict(table("lemma_exc")["verb"])
     known = set(table("lemma_index")["verb"]) | {lemma for lemmas in exceptions.values() for lemma in lemmas}
-    _LEMMA_TABLES[id(nlp.vocab)] = (exceptions, known | set(_AUXILIARY_LEMMAS.values()),
+    _LEMMA_TABLES[id(nlp.vocab)] = (exceptions, known | set(AUXILIARY_LEMMAS.values()),
                                     list(table("lemma_rules")["verb"]))
 
 
@@ -112,9 +117,9 @@ def verb_lemma(token: Token) -> str:
     component itself picks "hop"); base forms (VB, VBP, MD) are their own lemma."""
     lower = token.lower_
     if lower in ("'s", "’s"):  # "he's gone" (perfect) vs "she's happy" / "it's built"
-        return "have" if token.dep_ == "aux" and token.head.tag_ == "VBN" else "be"
-    if lower in _AUXILIARY_LEMMAS:
-        return _AUXILIARY_LEMMAS[lower]
+        return contracted_s_lemma(token)
+    if lower in AUXILIARY_LEMMAS:
+        return AUXILIARY_LEMMAS[lower]
     if token.tag_ in {"VB", "VBP", "MD"}:
         return lower
     exceptions, index, rules = _tables(token)
@@ -152,71 +157,6 @@ def sentence_rng(seed: int, sentence: str) -> random.Random:
 
 
 # --------------------------------------------------------------------------- editing a parse
-class Edits:
-    """Insertions, replacements and deletions keyed by token index, rendered over the Doc.
-
-    Untouched tokens are emitted as ``token.text + token.whitespace_``, so the rest of the
-    sentence stays byte-identical to the input."""
-
-    def __init__(self, doc: Doc):
-        self.doc = doc
-        self.before: dict[int, str] = {}
-        self.after: dict[int, str] = {}
-        self.replaced: dict[int, str] = {}
-        self.deleted: set[int] = set()
-
-    def insert_before(self, i: int, text: str) -> None:
-        self.before[i] = text + self.before.get(i, "")
-
-    def insert_after(self, i: int, text: str) -> None:
-        self.after[i] = self.after.get(i, "") + text
-
-    def replace(self, i: int, text: str) -> None:
-        self.replaced[i] = text
-
-    def delete(self, i: int) -> None:
-        self.deleted.add(i)
-
-    def __bool__(self) -> bool:
-        return bool(self.before or self.after or self.replaced or self.deleted)
-
-    def render(self) -> str:
-        doc = self.doc
-        # A deleted token takes the space before it along; its own trailing space is kept,
-        # so "do not ." and "does n't like" both close up correctly.
-        space = [token.whitespace_ for token in doc]
-        for i in sorted(self.deleted):
-            if i > 0:
-                previous = i - 1
-                while previous in self.deleted and previous > 0:
-                    previous -= 1
-                space[previous] = space[i]
-        out: list[str] = []
-        for token in doc:
-            i = token.i
-            if i in self.deleted:
-                continue
-            if i in self.before:
-                _append_word(out, self.before[i])
-            if i in self.replaced:
-                _append_word(out, self.replaced[i])
-            else:
-                out.append(token.text)
-            if i in self.after:
-                out.append(self.after[i])
-            out.append(space[i])
-        return "".join(out)
-
-
-def _append_word(out: list[str], piece: str) -> None:
-    """Append an inserted piece, adding a space where it would glue onto a word ("She's")."""
-    if out and piece[:1].isalnum():
-        tail = out[-1] if out[-1] else (out[-2] if len(out) > 1 else "")
-        if tail[-1:].isalnum():
-            out.append(" ")
-    out.append(piece)
-
-
 def _first_token(doc: Doc) -> Token | None:
     return next((t for t in doc if not t.is_space), None)
 
@@ -238,8 +178,7 @@ def _lowercase_first_word(doc: Doc, edits: Edits) -> None:
     first = _first_token(doc)
     if first is None or first.i in edits.replaced or not first.text[:1].isupper():
         return
-    if first.tag_ in {"NNP", "NNPS"} or first.text == "I" or \
-            (first.text.isupper() and len(first.text) > 1):
+    if keeps_capital(first):
         return
     edits.replace(first.i, first.text[:1].lower() + first.text[1:])
 
@@ -287,18 +226,12 @@ class VerbGroup:
         return self.finite.tag_ == "VBD"
 
     @property
-    def third_singular(self) -> bool:
-        """Agreement for has/does: from the finite tag, else from the subject."""
+    def person(self) -> str:
+        """Agreement for has/does ("1s", "3s" or "pl"): from the finite tag, else from the subject."""
         if self.finite.tag_ == "VBZ":
-            return True
-        if self.finite.tag_ == "VBP":
-            return False
-        subject = self.subject
-        if subject is None:
-            return True
-        if subject.lower_ in PLURAL_PRONOUNS or subject.tag_ in {"NNS", "NNPS"}:
-            return False
-        return not any(c.dep_ == "conj" for c in subject.children)
+            return "3s"
+        person = person_number(subject_of(self.finite))
+        return "pl" if self.finite.tag_ == "VBP" and person == "3s" else person
 
 
 def _main_groups(doc: Doc) -> list[VerbGroup]:
@@ -462,10 +395,14 @@ def punctuation_insertion(doc: Doc, rng: random.Random, rule: str | None = None)
 
 
 # --------------------------------------------------------------------------- affirmative auxiliary
-# The paper lists "have to", "can't but", "can't help to" among others; the last two are written in
-# their standard forms "cannot but" and "cannot help but" (both take a bare infinitive).
-AFFIRMATIVE_AUXILIARIES = ("must", "have to", "ought to", "cannot but", "cannot help but", "do",
-                           "definitely", "certainly", "surely")
+# The paper's auxiliaries (Algorithm 2's V_aux): its text lists "have to", "can't but", "can't help to"
+# "etc.", and the authors' implementation "must", "have to", "ought to" (NOTES.md). "can't but" and
+# "can't help to" are written in their standard forms "cannot but" and "cannot help but" (both take a
+# bare infinitive).
+PAPER_AUXILIARIES = ("must", "have to", "ought to", "cannot but", "cannot help but")
+# cselab's emphatic additions, opt-in (``auxiliaries=[...]``): emphatic "do" and three adverbs.
+EXTRA_AUXILIARIES = ("do", "definitely", "certainly", "surely")
+AFFIRMATIVE_AUXILIARIES = PAPER_AUXILIARIES + EXTRA_AUXILIARIES
 _ADVERBS = frozenset({"definitely", "certainly", "surely"})
 
 
@@ -485,7 +422,7 @@ def _affirmative_phrase(auxiliary: str, group: VerbGroup) -> str | None:
     if auxiliary == "do":  # emphatic do-support: "She does like it", "He did go"
         if kind != "lexical":
             return None
-        return f"{'did' if past else ('does' if group.third_singular else 'do')} {lemma}"
+        return f"{past_form('do', group.person) if past else present_form('do', group.person)} {lemma}"
     if auxiliary in {"must", "ought to"}:  # no past form: the past goes through "have" + participle
         if not past:
             rest = {"modal": "", "do": "", "be": " be", "perfect": " have", "lexical": f" {lemma}"}[kind]
@@ -497,7 +434,7 @@ def _affirmative_phrase(auxiliary: str, group: VerbGroup) -> str | None:
         participle = _past_participle_guess(finite) if kind == "lexical" else None
         return f"{auxiliary} have {participle}" if participle else None
     if auxiliary == "have to":
-        have = "had" if past else ("has" if group.third_singular else "have")
+        have = past_form("have", group.person) if past else present_form("have", group.person)
         rest = {"modal": "", "do": "", "be": " be", "perfect": None, "lexical": f" {lemma}"}[kind]
         return None if rest is None else f"{have} to{rest}"
     if auxiliary in {"cannot but", "cannot help but"}:
@@ -508,18 +445,20 @@ def _affirmative_phrase(auxiliary: str, group: VerbGroup) -> str | None:
 
 
 def _aa_candidates(doc: Doc) -> Iterable[VerbGroup]:
-    """Main-clause predicates first (the paper's "predicate verb of the main clause"), then any
-    finite be-verb in order (Algorithm 2's be-verb rule)."""
-    yield from _main_groups(doc)
+    """Algorithm 2's places, in word order: each be-verb (lines 3-4, "is", a passive's "was", the
+    "been" of "has been") and the ROOT when it is a verb (lines 6-7), as the verb group whose finite
+    word takes the auxiliary ("may transfer" -> "has to transfer", the paper's Table 1)."""
     for token in doc:
-        if token.tag_ in FINITE_TAGS - {"MD"} and verb_lemma(token) == "be":
+        if is_verb(token) and verb_lemma(token) == "be":
             yield _group_of(token)
+        elif token.dep_ == "ROOT" and is_verb(token):
+            yield VerbGroup(token)
 
 
-def affirmative_auxiliary(doc: Doc, rng: random.Random,
-                          auxiliaries: Sequence[str] = AFFIRMATIVE_AUXILIARIES) -> str:
-    """Algorithm 2: one affirmative auxiliary on the first usable predicate (not negated, not a
-    question, finite); the auxiliary is drawn among those that fit the verb's form and tense."""
+def affirmative_auxiliary(doc: Doc, rng: random.Random, auxiliaries: Sequence[str] = PAPER_AUXILIARIES) -> str:
+    """Algorithm 2: one affirmative auxiliary at the first be-verb or verb ROOT, in word order, that
+    can take one (finite, not negated, not a question); the auxiliary is drawn among those that fit
+    the verb's form and tense (the paper draws it first, whatever the verb)."""
     for group in _aa_candidates(doc):
         if not group.is_finite or group.negations or group.inverted or group.finite.lower_ == "'d" \
                 or not is_verb(group.finite) or not is_verb(group.head):
@@ -542,19 +481,10 @@ def _removable_negation(token: Token) -> bool:
     first = _first_token(token.doc)
     if first is not None and first.i == token.i:
         return False  # "Never have I ..." would need re-ordering
-    if token.lower_ in {"n't", "n’t"}:
+    if token.lower_ in CONTRACTED_NEGATION:
         host = token.doc[token.i - 1] if token.i > 0 else None
         return host is not None and host.lower_ != "ai"  # "ain't" has no single bare form
     return True
-
-
-def _remove_negation(token: Token, edits: Edits) -> None:
-    edits.delete(token.i)
-    if token.lower_ in {"n't", "n’t"}:
-        host = token.doc[token.i - 1]
-        bare = CONTRACTED_HOSTS.get(host.lower_)
-        if bare:
-            edits.replace(host.i, bare.capitalize() if host.text[:1].isupper() else bare)
 
 
 def _insert_negation(group: VerbGroup, edits: Edits) -> bool:
@@ -570,16 +500,15 @@ def _insert_negation(group: VerbGroup, edits: Edits) -> bool:
         return True
     if group.kind != "lexical" or finite.lower_ == "'d" or not is_known_verb(finite):
         return False
-    lemma = verb_lemma(finite)
     if finite.tag_ == "VBD":
-        phrase = f"did not {lemma}"
-    elif finite.tag_ == "VBZ":
-        phrase = f"does not {lemma}"
-    elif finite.tag_ == "VBP" or (finite.tag_ == "VB" and finite.i == _first_token(finite.doc).i):
-        phrase = f"do not {lemma}"  # also imperatives: "Go home." -> "Do not go home."
+        do = past_form("do", group.person)
+    elif finite.tag_ in {"VBZ", "VBP"}:
+        do = present_form("do", group.person)
+    elif finite.tag_ == "VB" and finite.i == _first_token(finite.doc).i:
+        do = present_form("do", "pl")  # an imperative: "Go home." -> "Do not go home."
     else:
         return False
-    edits.replace(finite.i, _capitalize_like(phrase, finite))
+    edits.replace(finite.i, _capitalize_like(f"{do} not {verb_lemma(finite)}", finite))
     return True
 
 
@@ -591,7 +520,7 @@ def _negate_main_predicate(doc: Doc, edits: Edits) -> VerbGroup | None:
         removable = [n for n in group.negations if _removable_negation(n)]
         if removable:
             for negation in removable:
-                _remove_negation(negation, edits)
+                remove_negation(negation, edits)
             return group
         if not group.negations and (group.is_finite or group.finite.tag_ == "VB"):
             if _insert_negation(group, edits):
@@ -619,6 +548,20 @@ def double_negation_paper(doc: Doc) -> str:
     ROOT do-support for a lexical verb or "Not" at the start otherwise (also when the ROOT's verb
     group is already negated, as in the paper's Table 1). Each verb group changes once; fewer than
     two transformations leave the sentence unchanged."""
+    edits, count = _algorithm_3(doc)
+    return edits.render() if count >= 2 else doc.text
+
+
+def double_negation(doc: Doc) -> str:
+    """Algorithm 3 where it makes two negations; otherwise, as the authors' implementation completes it
+    (NOTES.md), one negation at the main predicate cancelled by "It is not true that ..."; unchanged
+    when neither can be made."""
+    edits, count = _algorithm_3(doc)
+    return edits.render() if count >= 2 else double_negation_template(doc)
+
+
+def _algorithm_3(doc: Doc) -> tuple[Edits, int]:
+    """Algorithm 3's edits (at most two) and how many negation transformations they make."""
     edits = Edits(doc)
     touched: set[int] = set()  # verb-group heads already transformed
     count = _remove_first_negation(doc, edits, touched)
@@ -635,7 +578,7 @@ def double_negation_paper(doc: Doc) -> str:
                 count += 1
         elif token.dep_ == "ROOT":
             count += _negate_root(token, edits, touched)
-    return edits.render() if count >= 2 else doc.text
+    return edits, count
 
 
 def _remove_first_negation(doc: Doc, edits: Edits, touched: set[int]) -> int:
@@ -644,7 +587,7 @@ def _remove_first_negation(doc: Doc, edits: Edits, touched: set[int]) -> int:
         if _removable_negation(token):
             group = _group_of(token)
             for negation in (n for n in group.negations if _removable_negation(n)):
-                _remove_negation(negation, edits)
+                remove_negation(negation, edits)
             touched.add(group.head.i)
             return 1
     return 0
@@ -862,11 +805,17 @@ class PunctuationInsertion(_SpacyAugmenter):
 
 @register_augmenter
 class AffirmativeAuxiliary(_SpacyAugmenter):
+    """Algorithm 2: an auxiliary of ``auxiliaries`` (default: the paper's five) at the first be-verb or
+    verb ROOT, in word order, that can take one ("The man who was there left." -> "The man who had to
+    be there left."). cselab's emphatic additions are opt-in: ``auxiliaries: [must, have to, ought to,
+    cannot but, cannot help but, do, definitely, certainly, surely]`` (the earlier default)."""
+
     name = "sda_affirmative_aux"
     tag = "possibly-altering"
-    description = "SDA affirmative auxiliary ('must', 'have to', 'definitely', ...) on the main verb, forms kept right"
+    description = "SDA affirmative auxiliary ('must', 'have to', 'ought to', ...) at the first be-verb or ROOT verb"
+    output_revision = 1  # 1: the paper's auxiliaries and place (earlier: extras by default, main clause first)
 
-    def __init__(self, auxiliaries: Sequence[str] = AFFIRMATIVE_AUXILIARIES, **kwargs):
+    def __init__(self, auxiliaries: Sequence[str] = PAPER_AUXILIARIES, **kwargs):
         unknown = [a for a in auxiliaries if a not in AFFIRMATIVE_AUXILIARIES]
         if unknown or not auxiliaries:
             raise ValueError(f"sda_affirmative_aux: auxiliaries must be a non-empty subset of "
@@ -880,26 +829,37 @@ class AffirmativeAuxiliary(_SpacyAugmenter):
 
 @register_augmenter
 class DoubleNegation(_SpacyAugmenter):
-    """``completion="none"`` (default) follows Algorithm 3: unchanged unless two negations are made.
+    """``completion`` says what happens where Algorithm 3 makes fewer than two negations:
 
-    ``completion="template"`` uses the template the public implementation completes with ("It is
-    not true that ..."), but not its exact procedure: here the first transformation is always the
-    main predicate's (remove its negation, or add one) and the template is always the second, so
-    the two negations scope over each other and cancel; Algorithm 3's loop can instead negate two
-    unrelated clauses. It applies to far more sentences (see benchmarks/results/sda_rates.md)."""
+    - ``"template"`` (default), as the authors' implementation completes it (NOTES.md): one negation
+      at the main predicate (remove its negation, or add one), cancelled by "It is not true that
+      ..." ("He went home." -> "It is not true that he did not go home."); a sentence with two
+      negations to make gets Algorithm 3's ("He wants to go home." -> "He does not want not to go
+      home.");
+    - ``"none"``: Algorithm 3 as printed, the sentence unchanged;
+    - ``"template_only"``: the template on every sentence, Algorithm 3 never (cselab's earlier
+      ``"template"``): the two negations always scope over each other and cancel, where Algorithm
+      3's loop can negate two unrelated clauses.
+
+    The template applies to far more sentences than Algorithm 3 (benchmarks/results/sda_rates.md)."""
 
     name = "sda_double_negation"
     tag = "possibly-altering"
-    description = "SDA double negation: two negation transformations (Algorithm 3) or 'It is not true that ...'"
+    description = "SDA double negation: two negation transformations (Algorithm 3), else 'It is not true that ...'"
+    output_revision = 1  # 1: the template completes Algorithm 3 by default (earlier: opt-in)
+    completions = ("template", "none", "template_only")
 
-    def __init__(self, completion: str = "none", **kwargs):
-        if completion not in {"none", "template"}:
-            raise ValueError(f"sda_double_negation: completion must be 'none' or 'template', got {completion!r}")
+    def __init__(self, completion: str = "template", **kwargs):
+        if completion not in self.completions:
+            raise ValueError(f"sda_double_negation: completion must be one of {', '.join(self.completions)}, "
+                             f"got {completion!r}")
         super().__init__(**kwargs)
         self.completion = completion
 
     def rewrite(self, doc, rng, plan):
-        return double_negation_template(doc) if self.completion == "template" else double_negation_paper(doc)
+        if self.completion == "template":
+            return double_negation(doc)
+        return double_negation_template(doc) if self.completion == "template_only" else double_negation_paper(doc)
 
 
 @register_augmenter
