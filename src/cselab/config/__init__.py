@@ -1,6 +1,8 @@
 """The recipe: a YAML file whose top-level sections mirror the dataclasses of ``schema.py``.
 
-- ``schema.py``: the dataclasses (Config and its sections), CHOICES, and building them from a dict.
+- ``schema.py``: the dataclasses (Config and its sections), each key's facts on its field (doc, choices, the
+  rule its value follows, whether it may change on resume: ``setting``, ``key_facts``), and building them
+  from a dict.
 - ``loading.py``: recipe files (shipped names or paths, ``inherit:``), ``--set key=value`` overrides,
   ``load_config`` and ``config_from_dict``.
 - ``validation.py``: ``validate`` and its checks (names checked against the registries below).

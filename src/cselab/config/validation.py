@@ -4,61 +4,25 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from cselab.config.schema import BUILTIN_CAP, CHOICES, MAX_INTEGER, Config, ModelConfig, ViewsConfig
+from cselab.config.schema import BUILTIN_CAP, MAX_INTEGER, Config, ModelConfig, ViewsConfig, key_facts
 from cselab.errors import ConfigError
 from cselab.registry import is_finite, shown
 
 
 def validate(config: Config) -> Config:
-    """Reject impossible values; every message names the key and what is allowed."""
-    from cselab.model.poolers import POOLERS
-
+    """Reject impossible values; every message names the key and what is allowed. Each key's own rule
+    and choices are on its field (``schema.setting``); the rules across keys and registries are here."""
     _check_plain_data(config.to_dict())
     if config.data.max_sentences == "auto":
         config.data.max_sentences = BUILTIN_CAP if config.data.corpus.startswith("builtin:") else None
-    for key, allowed in {**CHOICES, "model.pooler": ("auto", *POOLERS.names())}.items():
-        section, name = key.split(".")
-        value = getattr(getattr(config, section), name)
-        if value not in allowed:
-            raise ConfigError(f"{key}: {value!r} is not one of {', '.join(allowed)}")
-    checks = [
-        ("optim.lr", config.optim.lr > 0, "must be > 0"),
-        ("optim.weight_decay", config.optim.weight_decay >= 0, "must be >= 0"),
-        ("optim.warmup_ratio", 0 <= config.optim.warmup_ratio < 1, "must be in [0, 1)"),
-        ("optim.max_grad_norm", config.optim.max_grad_norm >= 0, "must be >= 0 (0 disables clipping)"),
-        ("optim.batch_size", config.optim.batch_size >= 2, "must be >= 2 (in-batch negatives need two sentences)"),
-        ("optim.epochs", 1 <= config.optim.epochs <= 1_000_000, "must be in [1, 1000000]"),
-        ("optim.max_steps", config.optim.max_steps is None or config.optim.max_steps >= 1, "must be >= 1 or null"),
-        ("optim.grad_cache_chunk", config.optim.grad_cache_chunk is None or config.optim.grad_cache_chunk >= 1,
-         "must be >= 1 or null"),
-        ("data.length_grouping", config.data.length_grouping >= 0, "must be >= 0 (0 turns it off)"),
-        ("data.validation_fraction", 0 <= config.data.validation_fraction < 0.5, "must be in [0, 0.5)"),
-        ("data.document_boundaries", config.data.document_boundaries == "none" or config.data.packing,
-         "blank_lines applies to packed blocks; set data.packing: true"),
-        ("model.max_seq_len", config.model.max_seq_len >= 4, "must be >= 4"),
-        ("train.eval_steps", config.train.eval_steps >= 0, "must be >= 0 (0 disables evaluation)"),
-        ("train.save_steps", config.train.save_steps >= 0, "must be >= 0 (0 disables checkpoints)"),
-        ("train.save_minutes", is_finite(config.train.save_minutes) and config.train.save_minutes >= 0,
-         "must be a finite number >= 0 (0 = by train.save_steps only)"),
-        ("train.log_steps", config.train.log_steps >= 1, "must be >= 1"),
-        ("train.output_dir", config.train.output_dir.strip() != "", "must not be empty"),
-        ("train.keep_checkpoints", config.train.keep_checkpoints >= 1, "must be >= 1"),
-        ("train.geometry_lines", config.train.geometry_lines == 0 or config.train.geometry_lines >= 2,
-         "must be 0 (off) or >= 2"),
-        ("train.num_workers", config.train.num_workers is None or config.train.num_workers >= 0,
-         "must be >= 0 or null (auto)"),
-        ("train.dist_timeout_minutes", is_finite(config.train.dist_timeout_minutes)
-         and config.train.dist_timeout_minutes > 0, "must be a finite number > 0"),
-        ("train.seed", 0 <= config.train.seed < 2**32, "must be in [0, 2**32)"),
-        ("views.negative_every", config.views.negative_every >= 1, "must be >= 1"),
-        ("views.positive_prob", 0 <= config.views.positive_prob <= 1, "must be in [0, 1]"),
-        ("data.max_sentences", config.data.max_sentences is None or (isinstance(config.data.max_sentences, int)
-                                                                     and config.data.max_sentences >= 2),
-         f"must be >= 2, null (every sentence) or auto, got {shown(config.data.max_sentences)}"),
-    ]
-    for key, ok, message in checks:
-        if not ok:
-            raise ConfigError(f"{key}: {message}")
+    for facts in key_facts():
+        value = _value(config, facts.key)
+        if facts.choices is not None and value not in facts.choices:
+            raise ConfigError(f"{facts.key}: {value!r} is not one of {', '.join(facts.choices)}")
+        if facts.check is not None and not facts.check.ok(value):
+            raise ConfigError(f"{facts.key}: {facts.check.message.format(value=shown(value))}")
+    if config.data.document_boundaries != "none" and not config.data.packing:
+        raise ConfigError("data.document_boundaries: blank_lines applies to packed blocks; set data.packing: true")
     _check_wordpiece(config.model)
     if not config.objective:
         raise ConfigError("objective: needs at least one term")
@@ -208,3 +172,11 @@ def _check_names(config: Config) -> None:
         if not isinstance(name, str) or name not in AUGMENTERS:
             allowed = ([builtin] if builtin else []) + AUGMENTERS.names()
             raise ConfigError(f"{key}: unknown augmenter {name!r} (known: {', '.join(allowed)})")
+
+
+def _value(config: Config, key: str) -> Any:
+    """The value of a dotted key (``optim.lr``)."""
+    value: Any = config
+    for part in key.split("."):
+        value = getattr(value, part)
+    return value

@@ -206,19 +206,19 @@ def _variant_name(recipe: str, short: dict[str, str], values: dict, rounded: boo
 
 
 def _section_key(key: str) -> str:
-    """``train.report_to[0]`` -> ``train.report_to``: the ``section.key`` that RESUME_SAFE_KEYS names, under
-    flatten's deeper keys."""
+    """``train.report_to[0]`` -> ``train.report_to``: the ``section.key`` of a config field, under flatten's
+    deeper keys."""
     return ".".join(re.sub(r"\[\d+\]", "", key).split(".")[:2])
 
 
 def label_variants(runs: list[Run]) -> list[Run]:
     """Runs of one recipe trained with different settings (a sweep's --grid) are told apart by the keys that
     differ, e.g. ``simcse lr=1e-05``: the report compares them as separate rows. The seed, the output folder
-    and the keys that do not change a result (train.checkpoint.RESUME_SAFE_KEYS) do not count."""
+    and the keys that do not change a result (those that may change on resume, ``config.schema``) do not count."""
     from cselab.config import Config
-    from cselab.train.checkpoint import RESUME_SAFE_KEYS
+    from cselab.config.schema import resume_safe_keys
 
-    ignored = RESUME_SAFE_KEYS | {"train.seed"}
+    ignored = resume_safe_keys() | {"train.seed"}
     defaults = Config().to_dict()
     for recipe in sorted({r.recipe for r in runs}):
         group = [r for r in runs if r.recipe == recipe]

@@ -55,6 +55,7 @@ import torch
 from safetensors.torch import load_file
 
 from cselab.config import Config, TrainConfig
+from cselab.config.schema import resume_safe_keys
 from cselab.errors import ConfigError, CselabError, first_line
 from cselab.run_files import BEST_MODEL, CHECKPOINTS, KEPT_DIR, LOCK, METRICS, RUN_CONFIG
 from cselab.train.distributed import from_main, gather_objects
@@ -62,16 +63,6 @@ from cselab.train.rank import RankContext
 
 log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
-
-# Keys that may differ between the checkpoint's run and the resuming one: where files go, how
-# often they are written, and how data is loaded (views are seeded by (seed, step), not by worker).
-RESUME_SAFE_KEYS = frozenset({"train.output_dir", "train.save_steps", "train.save_minutes",
-                              "train.async_checkpoint", "train.log_steps", "train.num_workers",
-                              "train.dist_timeout_minutes",
-                              "train.compile", "model.unpad", "data.dev_dir", "model.trust_remote_code",
-                              "train.keep_checkpoints", "data.cache_token_ids", "train.report_to",
-                              "recipe"})  # the name: the settings themselves are compared
-
 
 class CheckpointError(CselabError, RuntimeError):
     """A checkpoint cannot be used for this run; the message says why in one line."""
@@ -460,7 +451,9 @@ def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def config_differences(saved: dict | None, current: dict) -> list[str]:
-    """Dotted keys (``optim.lr``, ``objective``) whose values differ, except ``RESUME_SAFE_KEYS``.
+    """Dotted keys (``optim.lr``, ``objective``) whose values differ, except those that may change on
+    resume (where files go, how often they are written, how data is loaded: ``resume_safe`` on their
+    fields, ``config.schema``).
 
     A key the saved config lacks (a checkpoint made before the setting existed, e.g. ``train.select_on``)
     counts as that setting's default: the run that made it behaved so."""
@@ -468,7 +461,8 @@ def config_differences(saved: dict | None, current: dict) -> list[str]:
         return []
     old, new = {**_flatten(Config().to_dict()), **_flatten(saved)}, _flatten(current)
     keys = sorted(set(old) | set(new))
-    return [k for k in keys if k not in RESUME_SAFE_KEYS and old.get(k) != new.get(k)]
+    safe = resume_safe_keys()
+    return [k for k in keys if k not in safe and old.get(k) != new.get(k)]
 
 
 def read_state(path: Path) -> dict:

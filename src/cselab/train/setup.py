@@ -176,7 +176,9 @@ def term_context(encoder: SentenceEncoder, head: torch.nn.Module, views: ViewsCo
         head.train(was_training)
     backbone_config = encoder.backbone.config
     return {"embedding_size": embedding_size, "hidden_size": encoder.hidden_size,
-            "model_type": backbone_config.model_type,
+            "vocab_size": len(encoder.tokenizer), "model_type": backbone_config.model_type,
+            "hidden_act": getattr(backbone_config, "hidden_act", None),
+            "layer_norm_eps": getattr(backbone_config, "layer_norm_eps", None),
             "num_labels": len(views.label) + 1 if views.label else None}
 
 
