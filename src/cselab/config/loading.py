@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from cselab.config.schema import Config, _build, _number
+from cselab.config.schema import Config, build_dataclass, parse_number
 from cselab.config.validation import validate
 from cselab.errors import ConfigError, counted, first_line
 from cselab.registry import shown
@@ -132,7 +132,7 @@ def parse_override(item: str) -> tuple[list[str | int], Any]:
         value = raw  # not YAML: the text itself (its type is checked like any value)
     # YAML 1.1 reads "1e-5" as a string; numbers are what users mean.
     if isinstance(value, str):
-        value = _number(value)
+        value = parse_number(value)
     return override_path(key.strip()), value
 
 
@@ -193,8 +193,8 @@ def load_config(recipe: str = "simcse", overrides: list[str] | None = None, **di
     for dotted, value in direct.items():
         if value is not None:
             apply_override(data, dotted.split("."), value)
-    return validate(_build(Config, data))
+    return validate(build_dataclass(Config, data))
 
 
 def config_from_dict(data: dict) -> Config:
-    return validate(_build(Config, dict(data)))
+    return validate(build_dataclass(Config, dict(data)))

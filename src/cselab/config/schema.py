@@ -281,9 +281,9 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise ConfigError(f"{key}: expected a mapping, got {type(value).__name__}")
-        return _build(tp, value, key)
+        return build_dataclass(tp, value, key)
     if tp in (float, int) and isinstance(value, str):
-        value = _number(value)  # YAML 1.1 reads 1e3 and 1e-5 as strings
+        value = parse_number(value)  # YAML 1.1 reads 1e3 and 1e-5 as strings
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{key}: expected a number, got {shown(value)}")
@@ -319,7 +319,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
-def _number(text: str) -> float | int | str:
+def parse_number(text: str) -> float | int | str:
     """A number written as text ("1e3", "3.0e-5", "7"), or the text unchanged (nan, inf, names, and
     digit strings too long for Python to convert)."""
     stripped = text.strip()  # str.strip() also takes control characters (\x1f) that int() refuses
@@ -328,7 +328,7 @@ def _number(text: str) -> float | int | str:
     return int(stripped) if stripped.lstrip("+-").isdigit() else float(stripped)
 
 
-def _build(cls: type, data: dict, prefix: str = "") -> Any:
+def build_dataclass(cls: type, data: dict, prefix: str = "") -> Any:
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     kwargs = {}
