@@ -118,6 +118,7 @@ def load_generator(name: str) -> tuple[nn.Module, object]:
     refuse_pickled_weights(resolved)
     level = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # a cselab raw encoder's head is loaded below, not worth a load report
+    hf_logging.disable_progress_bar()
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(resolved))
         model, info = AutoModelForMaskedLM.from_pretrained(str(resolved), use_safetensors=True,
@@ -127,6 +128,7 @@ def load_generator(name: str) -> tuple[nn.Module, object]:
                              f"({first_line(exc)[:300]}); pass {GENERATOR_INSTEAD}") from None
     finally:
         hf_logging.set_verbosity(level)
+        hf_logging.enable_progress_bar()
     state = model.state_dict()
     missing = {key for key in info["missing_keys"] if key in state}
     if missing and (resolved / MLM_HEAD_FILE).is_file():
