@@ -19,9 +19,9 @@ from safetensors.torch import load_file
 from cselab import cli
 from cselab.config import ConfigError, load_config
 from tests.conftest import TINY_BERT, free_port, save_tiny_generator
-from tests.reliability.conftest import TIMING_KEYS, metric_records, wait_for_step
+from tests.reliability.conftest import TIMING_KEYS, metric_records
 
-STEPS = 9
+STEPS = 12
 
 
 def tiny_settings(corpus: Path, out: Path, generator: Path | str, **extra) -> list[str]:
@@ -79,6 +79,22 @@ def test_diffcse_trains_three_steps_offline_with_a_local_generator(tiny_corpus, 
     assert "DiffCSE" in (out / "README.md").read_text()  # the card cites the method
 
 
+def wait_for_checkpoint(process: subprocess.Popen, directory: Path, limit_seconds: float = 240) -> None:
+    """Poll until a complete checkpoint (its files matching its manifest) is in ``directory``."""
+    import time
+
+    from cselab.train import checkpoint as ckpt
+
+    deadline = time.monotonic() + limit_seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"training exited (code {process.returncode}) before its first checkpoint")
+        if directory.is_dir() and any(ckpt.verify(path) for path in ckpt.list_checkpoints(directory)):
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"no checkpoint within {limit_seconds} s")
+
+
 def test_diffcse_resumes_bit_identically_after_sigkill(tiny_corpus, generator, tmp_path):
     env = subprocess_env(tmp_path)
 
@@ -93,7 +109,7 @@ def test_diffcse_resumes_bit_identically_after_sigkill(tiny_corpus, generator, t
     out = tmp_path / "run"
     process = subprocess.Popen(command(out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        wait_for_step(process, out / "metrics.jsonl", 4, limit_seconds=240)  # after the step-3 checkpoint
+        wait_for_checkpoint(process, out / "checkpoints")  # killed as soon as one is on disk: mid-run
         process.send_signal(signal.SIGKILL)
     finally:
         process.communicate(timeout=60)
