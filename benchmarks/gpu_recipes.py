@@ -10,7 +10,8 @@ config) at batch 32 on the shared Wiki sample, one after another in this process
 step makes none (the log window's single read-back, evaluation and checkpoints are outside steps).
 A recipe whose augmenter needs a package this machine lacks is reported as such, not hidden.
 Reported per recipe: status, precision, host syncs in steps, ms per step (after the first log window),
-``loader_wait`` and peak GPU memory.
+``loader_wait`` and peak GPU memory. A model a recipe's term loads of its own (``diffcse``'s generator)
+is replaced by a random-weight stand-in of the paper's proportions (``bench_method_cost.py``), offline.
 
 Pre-training: ``mlm-pretrain`` with a 12 x 768 BERT at max_seq_len 128, batch 128, on the shared
 pre-training corpus, for ``--pretrain-seconds`` of training; then a SIGINT, which the loop answers by
@@ -71,6 +72,7 @@ def sync_warnings_in_steps(device: str):
 
 def train_recipe(recipe: str, steps: int, work: Path, device: str) -> dict:
     import torch
+    from bench_method_cost import stand_in_overrides
 
     from cselab.config import load_config
     from cselab.experiments.runs import read_metrics
@@ -80,6 +82,9 @@ def train_recipe(recipe: str, steps: int, work: Path, device: str) -> dict:
     overrides = [f"data.corpus={SHARED / 'corpus' / 'wiki1m-first-11913.txt'}", "data.max_sentences=null",
                  "optim.batch_size=32", f"optim.max_steps={steps}", "train.eval_steps=0", "train.save_steps=0",
                  "train.log_steps=5", f"train.device={device}", f"train.output_dir={work / recipe}"]
+    # A model a term loads of its own (diffcse's generator, a Hub model) gets an offline stand-in of its size.
+    stand_ins, _ = stand_in_overrides(recipe, "minilm", work)
+    overrides += stand_ins
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     with sync_warnings_in_steps(device) as syncs:

@@ -15,6 +15,25 @@ TINY_BERT = {"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2, "n
              "intermediate_size": 64, "max_position_embeddings": 64}
 
 
+def save_tiny_generator(directory: Path) -> Path:
+    """A masked language model of TINY_BERT's shape (random weights, its own seed) with the MiniLM
+    tokenizer's vocabulary, saved as a Hugging Face directory: the offline stand-in for DiffCSE's
+    generator (the rtd term's ``generator``)."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
+
+    from cselab.sources import resolve_model_path
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
+    shape = {key: value for key, value in TINY_BERT.items() if key != "model_type"}
+    with torch.random.fork_rng():
+        torch.manual_seed(7)
+        model = BertForMaskedLM(BertConfig(**shape, vocab_size=len(tokenizer)))
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
 @pytest.fixture(scope="session", autouse=True)
 def single_torch_thread():
     """Torch on one thread in tests: tiny models gain nothing from a pool, and on a shared 2-core

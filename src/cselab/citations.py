@@ -40,6 +40,15 @@ SDA = """@article{mao2022sda,
   year = {2022}
 }"""
 
+DIFFCSE = """@inproceedings{chuang2022diffcse,
+  title = {{DiffCSE}: Difference-based Contrastive Learning for Sentence Embeddings},
+  author = {Chuang, Yung-Sung and Dangovski, Rumen and Luo, Hongyin and Zhang, Yang and Chang, Shiyu and
+            Soljacic, Marin and Li, Shang-Wen and Yih, Wen-tau and Kim, Yoon and Glass, James},
+  booktitle = {Proceedings of the 2022 Conference of the North American Chapter of the Association for
+               Computational Linguistics: Human Language Technologies},
+  year = {2022}
+}"""
+
 UNA = """@article{shu2024una,
   title = {Unsupervised hard Negative Augmentation for contrastive learning},
   author = {Shu, Yuxuan and Lampos, Vasileios},

@@ -105,6 +105,9 @@ def _run_train(args) -> int:
         return 0
     if not config.model.from_config:
         check_model_early(config.model.name_or_path)
+    from cselab.losses import check_models
+
+    check_models(config.objective)  # a term's own model (DiffCSE's generator), before the run's folder is touched
     from cselab.train.loop import train
 
     summary = train(config, resume=not args.no_resume)
@@ -127,19 +130,22 @@ def require_paper_setting(config, fetch_data: bool = True) -> None:
     """Every piece of the resolved setting is present, or one ConfigError listing each missing piece with
     the command that gets it; checked before any work, so a failed start writes no file.
 
-    With ``fetch_data``, the Hub not set offline (HF_HUB_OFFLINE) and the model loadable, a corpus or
+    With ``fetch_data``, the Hub not set offline (HF_HUB_OFFLINE) and the models loadable (the encoder, and
+    a term's own such as DiffCSE's generator: ``LossTerm.models``), a corpus or
     SentEval data missing where `cselab data download [wiki1m]` puts them without --dest is first
     downloaded as that command does (a failed download or unpack leaves no file behind), and why a
     download failed is named in its piece's entry. The model itself is only checked: the first training
     run downloads it through transformers."""
     from cselab.errors import ConfigError
+    from cselab.losses import model_problems
     from cselab.sources import hub_offline
 
     model = _missing_model(config.model.name_or_path)
+    term_models = model_problems(config.objective, ask_hub=True)  # a term's own model (DiffCSE's generator)
     corpus, senteval = _missing_corpus(config.data.corpus), _missing_senteval(config.data.dev_dir)
-    if fetch_data and not model and (corpus or senteval) and not hub_offline():
+    if fetch_data and not model and not term_models and (corpus or senteval) and not hub_offline():
         corpus, senteval = _fetch_missing_data(config, corpus, senteval)
-    missing = [m for m in (model, corpus, senteval) if m]
+    missing = [m for m in (model, *term_models, corpus, senteval) if m]
     if missing:
         raise ConfigError("--paper-setting: missing " + "; ".join(missing))
 

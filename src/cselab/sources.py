@@ -39,13 +39,16 @@ def check_model_source(name_or_path: str, resolved: str | None = None) -> None:
         raise ModelLoadError(f"{name_or_path}: cannot load a model: {problem}")
 
 
-def model_source_problem(name_or_path: str, resolved: str | None = None, *, ask_hub: bool = False) -> str | None:
+def model_source_problem(name_or_path: str, resolved: str | None = None, *, ask_hub: bool = False,
+                         instead: str | None = None) -> str | None:
     """Why ``name_or_path`` cannot be loaded now (None: it can), in words its callers put in their line.
 
     ``resolved``: what :func:`resolve_model_path` made of it; left out, the name itself, where ``minilm``
     (the offline base, installed with cselab) needs no check. A Hub name not in the cache passes where
     the Hub is reachable; with ``ask_hub``, only where the Hub also answers for that model's config.json
-    (one metadata request, no download)."""
+    (one metadata request, no download). ``instead``: what the line suggests passing in its place (a
+    model of another kind than an encoder, e.g. DiffCSE's generator); by default a model directory or
+    'minilm'."""
     if resolved is None:
         if name_or_path == "minilm":
             return None
@@ -58,20 +61,21 @@ def model_source_problem(name_or_path: str, resolved: str | None = None, *, ask_
     if exists:
         what = describe_non_model(path)
         return f"{what}; {NEEDS}" if what else None
+    local = instead or "a model directory or 'minilm' (the offline base)"
     if not is_repo_id(resolved):
-        return ("no such directory, and not a Hugging Face model name; pass a model directory or 'minilm' "
-                "(the offline base)")
+        return f"no such directory, and not a Hugging Face model name; pass {local}"
     if in_hub_cache(resolved):
         return None
     why = offline_reason()
     if why:
         return (f"no directory of that name, not in the Hugging Face cache, and the Hub is unreachable ({why}); "
-                f"pass a model directory or 'minilm' (the offline base), or get it where there is network: "
-                f"`huggingface-cli download {resolved}`")
+                f"pass {local}, or get it where there is network: `huggingface-cli download {resolved}`")
     refused = hub_refusal(resolved) if ask_hub else None
     if refused:
+        others = (f"{instead} or a Hub model name" if instead
+                  else "a model directory, a Hub model name or 'minilm' (the offline base)")
         return (f"no directory of that name, not in the Hugging Face cache, and the Hub does not serve it "
-                f"({refused}); pass a model directory, a Hub model name or 'minilm' (the offline base)")
+                f"({refused}); pass {others}")
     return None
 
 

@@ -24,8 +24,10 @@ def overrides(corpus, out, steps=3):
 @pytest.mark.parametrize("recipe", list_recipes())
 def test_every_recipe_trains_three_steps_on_the_gpu(recipe, tiny_corpus, tmp_path):
     from cselab.train.loop import train
+    from tests.recipes.test_recipes import own_model_overrides
 
-    summary = train(load_config(recipe, overrides(tiny_corpus, tmp_path / recipe)), progress=False)
+    settings = overrides(tiny_corpus, tmp_path / recipe)
+    summary = train(load_config(recipe, settings + own_model_overrides(recipe, settings, tmp_path)), progress=False)
     assert summary["finished"] and summary["device"].startswith("cuda")
     assert summary["precision"]["precision"] in ("bf16", "fp16")
 

@@ -12,17 +12,18 @@ import yaml
 from cselab.config import RECIPE_DIR, list_recipes, load_config
 
 
-def _tiny_bert() -> dict:
-    """TINY_BERT from tests/conftest.py (loaded by path: every test folder may have a conftest)."""
+def _root_conftest():
+    """tests/conftest.py (loaded by path: every test folder may have a conftest)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("_root_conftest", Path(__file__).resolve().parents[1] / "conftest.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.TINY_BERT
+    return module
 
 
-TINY_BERT = _tiny_bert()
+_ROOT = _root_conftest()
+TINY_BERT = _ROOT.TINY_BERT
 
 RECIPES = list_recipes()
 
@@ -49,9 +50,24 @@ def missing_cache_files(config) -> list[str]:
     return keys
 
 
+def own_model_overrides(recipe: str, overrides: list[str], tmp_path: Path) -> list[str]:
+    """A recipe whose terms load a model of their own (``LossTerm.models``: diffcse's generator, a
+    Hub model) gets a tiny local masked language model for each, as the offline stand-in."""
+    from cselab.losses import LOSSES
+
+    keys = [f"objective[{i}].{key}" for i, term in enumerate(load_config(recipe, overrides).objective)
+            for key in LOSSES.get(term["name"]).models]
+    if not keys:
+        return []
+    directory = _ROOT.save_tiny_generator(tmp_path / "tiny-generator")
+    return [f"{key}={directory}" for key in keys]
+
+
 def with_tiny_caches(recipe: str, overrides: list[str], corpus: Path, tmp_path: Path):
     """Recipes that read a cache written by `cselab augment` get one for the tiny corpus
-    (a cheap augmenter stands in for the recipe's: this tests the plumbing, not the paraphrases)."""
+    (a cheap augmenter stands in for the recipe's: this tests the plumbing, not the paraphrases), and
+    recipes that load a model of their own a tiny one (``own_model_overrides``)."""
+    overrides = overrides + own_model_overrides(recipe, overrides, tmp_path)
     config = load_config(recipe, overrides)
     if config.views.positive == "cached" and config.views.positive_params.get("augmenter"):
         # A recipe that builds its cache on first use (una-paraphrase): a cheap augmenter builds it here.

@@ -3,6 +3,7 @@ weighted sum."""
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 
 import torch
@@ -70,6 +71,32 @@ def _check_token_passes(i: int, name: str, term: LossTerm, given: dict[str, tupl
             raise ConfigError(f"objective[{i}] ({name}): reads the token pass {pass_name} with other settings than "
                               f"objective[{first}] ({', '.join(changed)}); one pass serves every term that reads it")
         given.setdefault(pass_name, (i, params))
+
+
+def model_problems(terms: list[dict], ask_hub: bool = False) -> list[str]:
+    """One line per model a term names (``LossTerm.models``: the recipe's value, else the parameter's
+    default) that cannot be loaded now, naming its key: ``objective[1].generator: cannot load ...``.
+    ``ask_hub``: a Hub name counts only where the Hub answers for it (``sources.model_source_problem``)."""
+    from cselab.sources import model_source_problem
+
+    problems = []
+    for i, term in enumerate(terms):
+        name, _, params = _split_term(term)
+        factory = LOSSES.get(name)
+        for key, instead in factory.models.items():
+            value = params.get(key, inspect.signature(factory).parameters[key].default)
+            problem = model_source_problem(value, ask_hub=ask_hub, instead=instead)
+            if problem:
+                problems.append(f"objective[{i}].{key}: cannot load {value!r}: {problem}")
+    return problems
+
+
+def check_models(terms: list[dict]) -> None:
+    """Raise ConfigError with the first of ``model_problems``: before any work, so that an offline run
+    without a term's model stops at once."""
+    problems = model_problems(terms)
+    if problems:
+        raise ConfigError(problems[0])
 
 
 def log_names(names: list[str]) -> list[str]:

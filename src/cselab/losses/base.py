@@ -134,7 +134,11 @@ class LossTerm(nn.Module):
       terms reading one pass must give it the same;
     - ``num_labels``: for a term that reads label views, how many labels it predicts (checked against
       ``len(views.label) + 1``);
-    - ``citation``: the BibTeX of the paper whose objective this is (``cselab/citations.py``; "" for none).
+    - ``citation``: the BibTeX of the paper whose objective this is (``cselab/citations.py``; "" for none);
+    - ``models``: for a term whose run loads a model of its own (DiffCSE's generator), its constructor
+      parameters that name one (a directory or a Hub name), each with what to give instead when it
+      cannot be loaded; checked before any work (``losses.check_models``: the command line and the
+      training loop), so that an offline run stops at once with one line naming the key.
 
     The constructor's parameters are what a recipe's term may set; their defaults give the types a
     recipe's values must have (``LOSSES.argument_problem``). What is known only from the model
@@ -153,6 +157,7 @@ class LossTerm(nn.Module):
     token_passes: Mapping[str, Mapping[str, Any]] = MappingProxyType({})
     num_labels: int | None = None
     citation: str = ""
+    models: Mapping[str, str] = MappingProxyType({})
 
     def forward(self, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         raise NotImplementedError
@@ -261,8 +266,9 @@ class TokenPass(nn.Module):
         return {}
 
 
-#: The token-level passes by name, in registration order (which gives each its own seed stream):
-#: the package's ``masked`` (MLM) first.
+#: The token-level passes by name, in registration order (a run's passes take their seed streams in
+#: this order, data/seeds.py: token_pass_stream; the package's register as their modules are imported,
+#: alphabetically).
 TOKEN_PASSES: Registry[TokenPass] = Registry("token pass", ordered=True, base=TokenPass)
 _FIELD_PASSES = ("masked",)  # passes whose output is a field of LossInputs (the others: LossInputs.tokens)
 
