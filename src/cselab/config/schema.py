@@ -35,7 +35,7 @@ class ModelConfig:
     projection: str = "none"
     projection_params: dict = field(default_factory=dict)
     # The backbone's layers on real tokens only, no compute on padding (speed/unpadded.py). auto: on
-    # a CPU, where it was measured faster; on a GPU the model's own attention (PyTorch SDPA kernels).
+    # wherever the backbone's layout allows it (BERT/RoBERTa-style layers), on a CPU and a GPU alike.
     unpad: str = "auto"
 
 
@@ -132,7 +132,11 @@ class TrainConfig:
     # Several processes: how long a collective waits for a process that does not arrive (one rank
     # evaluating or saving alone, a dead node) before the run fails instead of hanging.
     dist_timeout_minutes: float = 30.0
-    compile: bool = False
+    # torch.compile of the backbone's unpadded layers (speed/compiled.py; the padded forward where the
+    # model cannot be unpadded). auto: on a GPU, compiled once the run has shown it is long enough to
+    # repay the compile time (logged, with the measured warm-up); off on a CPU (measured no faster).
+    # true/false force it; reduce-overhead: compiled with CUDA graphs (torch.compile's mode).
+    compile: str = "auto"
     # On a CPU: cheaper dropout masks and reuse of freed memory (speed/cpu.py).
     fast_cpu: bool = True
     # Live training logs beside metrics.jsonl, from the same log windows (train/live_logs.py): any of
@@ -167,6 +171,7 @@ CHOICES = {
     "data.document_boundaries": ("none", "blank_lines"),
     "optim.schedule": ("linear", "constant"),
     "train.precision": ("auto", "fp32", "bf16", "fp16"),
+    "train.compile": ("auto", "true", "false", "reduce-overhead"),
 }
 
 
