@@ -99,7 +99,9 @@ def cost_key(device_name: str, backbone: nn.Module, what: str, mode: str) -> str
 class CompileWhenRepaid:
     """Times the training steps and calls ``compile_now`` when the run repays it (``compiled``: it was
     called already, ``train.compile: true``: only the warm-up is measured). Lives as long as the
-    encoder (a forward pre-hook of it holds it); its hooks are removed once it has nothing more to do.
+    encoder (a forward pre-hook of it holds it); once it has nothing more to do, its hooks are removed
+    at the encoder's next forward (torch iterates the optimizer hooks while calling them: one cannot
+    go while they run), and the optimizer hook of an encoder that is gone does nothing.
     """
 
     def __init__(self, encoder: nn.Module, compile_now: Callable[[], None], key: str, *, compiled: bool = False,
@@ -115,6 +117,7 @@ class CompileWhenRepaid:
         self.first_compiled: float | None = None
         self._last: float | None = None
         self._evaluated = False
+        self._finished = False
         self._parameter = next(encoder.parameters())
         self._optimizers: dict[int, bool] = {}
         self._forward_hook = encoder.register_forward_pre_hook(self._before_forward, with_kwargs=True)
@@ -122,13 +125,10 @@ class CompileWhenRepaid:
 
         def after_update(optimizer, args, kwargs):
             policy = self_ref()
-            if policy is None:  # the encoder is gone
-                handle.remove()
-            else:
+            if policy is not None and not policy._finished:
                 policy._after_update(optimizer)
 
-        handle = register_optimizer_step_post_hook(after_update)
-        self._update_hook = handle
+        self._update_hook = register_optimizer_step_post_hook(after_update)
         if remaining_steps is not None:
             self.expect_steps(remaining_steps)
 
@@ -138,6 +138,10 @@ class CompileWhenRepaid:
 
     # -- the hooks ---------------------------------------------------------------------------
     def _before_forward(self, module: nn.Module, args, kwargs) -> None:
+        if self._finished:
+            self._update_hook.remove()
+            self._forward_hook.remove()
+            return
         # A training step's forward comes in training mode with its batch's token count (steps.py).
         if not (module.training and kwargs.get("real_tokens") is not None):
             self._evaluated = True  # an evaluation or a probe: this step's time is its too, not timed
@@ -210,5 +214,4 @@ class CompileWhenRepaid:
 
     def _done(self) -> None:
         self.state = "compiled" if self.state == "compiling" else "eager for good"
-        self._forward_hook.remove()
-        self._update_hook.remove()
+        self._finished = True
