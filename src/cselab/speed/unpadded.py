@@ -21,16 +21,13 @@ keeps the padded path.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from cselab.speed.compat import transformers_tested
-
-if TYPE_CHECKING:
-    from cselab.speed.compiled import CompiledLayers
 
 
 def supports_unpadding(backbone: nn.Module) -> bool:
@@ -61,6 +58,17 @@ def supports_unpadding(backbone: nn.Module) -> bool:
 
 
 ROW_MULTIPLE = 64
+
+
+class CompiledRows(Protocol):
+    """:func:`encode_rows` compiled, with the length bucket its batches are padded to
+    (``compiled.CompiledLayers``)."""
+
+    def length_bucket(self, length: int) -> int: ...
+
+    def __call__(self, layers: nn.ModuleList, embedded: torch.Tensor, attention_mask: torch.Tensor,
+                 source: torch.Tensor, real: torch.Tensor, zero_from: int | None, dtype: torch.dtype,
+                 all_hidden_states: bool) -> tuple[torch.Tensor, ...]: ...
 
 
 class _Positions:
@@ -155,7 +163,7 @@ def _unpad(blocks: torch.Tensor, real: torch.Tensor, zero_from: int | None) -> t
 def unpadded_forward(backbone: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                      token_type_ids: torch.Tensor | None = None, all_hidden_states: bool = False,
                      real_tokens: int | None = None,
-                     compiled: CompiledLayers | None = None) -> tuple[torch.Tensor, ...]:
+                     compiled: CompiledRows | None = None) -> tuple[torch.Tensor, ...]:
     """Hidden states (batch, length, hidden), padded with zeros: the last layer's, or with
     ``all_hidden_states`` the embeddings' and every layer's (as Hugging Face's ``hidden_states``).
     Dropout is the backbone's own modules' (whatever the training loop swapped in). ``real_tokens``:
