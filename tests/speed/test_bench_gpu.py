@@ -70,3 +70,13 @@ def test_the_benchmark_runs_end_to_end_on_the_cpu(bench, tmp_path, shared_data):
     assert "no GPU figure" in text and "not measured" not in text and "failed" not in text, text
     row = next(line for line in text.splitlines() if "cselab padded-eager" in line).split(" | ")
     assert float(row[4]) > 0 and float(row[5]) > 0  # sentences/s and the ratio to the peer's
+
+
+@pytest.mark.slow
+def test_what_would_run_past_the_deadline_is_written_as_out_of_time(bench, tmp_path, shared_data):
+    """The peer's worker is stopped at the deadline (its rows: out of time); the cselab worker, which
+    would start after it, is not started."""
+    bench.main(["--check-on-cpu", "--name", "late", "--shapes", "minilm-64", "--paths", "padded-eager",
+                "--steps", "10", "--deadline", "2"])
+    text = (tmp_path / "late.md").read_text()
+    assert text.count("not measured: out of time (--deadline)") == 2, text
