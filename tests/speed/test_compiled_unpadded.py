@@ -82,6 +82,7 @@ def test_the_compiled_unpadded_layers_compute_the_padded_forwards_outputs_and_gr
     theirs_vectors = step(reference, texts, precision)
     our_vectors = step(ours, texts, precision)
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 1  # the compiled layers ran
+    assert not torch._dynamo.utils.counters["graph_break"]  # one graph: nothing falls back to Python
     assert relative_error(our_vectors, theirs_vectors) < tolerance
     errors = gradient_errors(ours, reference)
     assert max(errors.values()) < tolerance, errors
@@ -119,6 +120,7 @@ def test_recompilations_stay_bounded_over_batches_of_every_length(monkeypatch):
     assert counters["stats"]["unique_graphs"] <= 2 * len(seen) <= graph_bound(32)
     # the buckets and the gradient modes alone: sentences and rows never recompile
     assert counters["stats"]["unique_graphs"] >= len(seen)
+    assert not counters["graph_break"]
 
 
 def test_evaluation_and_probes_run_eager(tiny_encoder):
@@ -155,6 +157,7 @@ def test_a_training_run_under_compile_makes_no_host_sync_inside_its_steps(tiny_c
             summary = train(load_config("simcse", overrides), progress=False)
         assert summary["steps"] == 4
         assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 1  # the steps ran compiled
+        assert not torch._dynamo.utils.counters["graph_break"]
         assert counter.total == 0, describe(counter)
 
 

@@ -17,6 +17,8 @@ first pass), plus a specialisation for a batch of one sentence: :func:`graph_bou
 """
 from __future__ import annotations
 
+import inspect
+
 import torch
 from torch import nn
 
@@ -54,16 +56,22 @@ def graph_bound(cap: int) -> int:
 class CompiledLayers:
     """:func:`encode_rows` under ``torch.compile``, called by ``unpadded_forward`` in training.
 
-    ``fullgraph=True``: a graph break (which a read-back of the device would cause) is an error, not
-    a silent fall back to Python."""
+    It compiles to one graph without a break (tests/speed check dynamo's graph-break counter stays
+    empty: a read-back of the device would break it). Not ``fullgraph=True``: with it, going past
+    dynamo's recompilation limit (the process's other runs count too: a sweep of many models) is a
+    hard error; without it the shapes past the limit run eager. The limit is raised by this run's
+    :func:`graph_bound` where torch takes a limit per compiled function (2.13 does)."""
 
     def __init__(self, length_cap: int, mode: str = "default"):
         if mode not in MODES:
             raise ValueError(f"compile mode {mode!r} is not one of {', '.join(MODES)}")
         self.length_cap = length_cap
         self.mode = mode
-        self._compiled = torch.compile(encode_rows, fullgraph=True, dynamic=None, backend=BACKEND,
-                                       mode=None if mode == "default" or BACKEND != "inductor" else mode)
+        limit = {}
+        if "recompile_limit" in inspect.signature(torch.compile).parameters:
+            limit["recompile_limit"] = torch._dynamo.config.recompile_limit + graph_bound(length_cap)
+        self._compiled = torch.compile(encode_rows, dynamic=None, backend=BACKEND,
+                                       mode=None if mode == "default" or BACKEND != "inductor" else mode, **limit)
 
     def length_bucket(self, length: int) -> int:
         return length_bucket(length, self.length_cap)
