@@ -22,6 +22,8 @@ measured (the first compiled step's time less a compiled step's), logged and kep
 ``train.compile: true`` measures and keeps it the same way.
 
 With several processes each decides on its own clock; they compute the same function either way.
+The decisions and the warm-up are logged as warnings: the command line shows warnings only, and a run
+that compiles mid-way (or will not) should say so.
 """
 from __future__ import annotations
 
@@ -184,7 +186,7 @@ class CompileWhenRepaid:
             left = max(self.remaining - (self.steps - self._planned_at), 0)
             saving = left * period * saved_share
             if saving < self.cost.seconds:
-                log.info("train.compile auto: not compiling: the run's %d remaining steps at %.3f s/step eager would "
+                log.warning("train.compile auto: not compiling: the run's %d remaining steps at %.3f s/step eager would "
                          "save ~%.0f s at a %.2fx speed-up, less than %s", left, period, saving,
                          self.cost.speedup, cost)
                 self._done()
@@ -197,7 +199,7 @@ class CompileWhenRepaid:
                 return  # keep renting
             reason = (f"{self.steps} steps at {period:.3f} s/step eager have cost ~{extra:.0f} s more than compiled "
                       f"steps would at a {self.cost.speedup:.2f}x speed-up, as much as {cost}")
-        log.info("train.compile auto: compiling after step %d: %s", self.steps, reason)
+        log.warning("train.compile auto: compiling after step %d: %s", self.steps, reason)
         self.compile_now()
         self.state = "compiling"
 
@@ -207,7 +209,7 @@ class CompileWhenRepaid:
         eager = statistics.median(self.eager) if self.eager else None
         speedup = eager / compiled if eager and compiled > 0 else None
         against = f", eager {eager:.3f} s/step: {speedup:.2f}x" if speedup else ""
-        log.info("train.compile: warm-up %.1f s measured (the compiling step took %.1f s, then %.3f s/step "
+        log.warning("train.compile: warm-up %.1f s measured (the compiling step took %.1f s, then %.3f s/step "
                  "compiled%s); kept for the next runs on this machine", warmup, self.first_compiled, compiled, against)
         CompileCost.store(self.key, warmup, speedup)
         self._done()
