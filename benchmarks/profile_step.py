@@ -53,23 +53,31 @@ SMALL_MINILM = {"model_type": "bert", "hidden_size": 64, "num_hidden_layers": 6,
                 "intermediate_size": 256, "max_position_embeddings": 512}
 
 
+CONVERTING = {"", "to", "copy", "convert", "element", "type", "clone"}
+
+
+def only_converts(kernel: str) -> bool:
+    """An inductor kernel (``cpp_fused__to_copy_3``, ``triton_poi_fused__to_copy_0``) that only converts."""
+    fused = kernel.split("_fused_", 1)[-1].rsplit("_", 1)[0]
+    return "_fused_" in kernel and set(fused.split("_")) <= CONVERTING
+
+
 def count_launches(prof, device: str) -> dict[str, int]:
     """Kernels launched, and dtype conversions among them, in a profiled step."""
     events = prof.events()
     if device == "cuda":
         kernels = [e for e in events if e.device_type.name == "CUDA"]
-        conversions = [e for e in kernels if "copy" in e.name.lower() and "elementwise" in e.name.lower()]
-        return {"kernels": len(kernels), "dtype_conversions": len(conversions)}
+        conversions = [e for e in kernels if "direct_copy_kernel" in e.name or only_converts(e.name)]
+        return {"kernels": len(kernels), "dtype_conversions": len(conversions),
+                "generated_kernels": sum("triton_" in e.name for e in kernels)}
     generated = [e for e in events if "cpp_fused" in e.name]
 
     def works(event) -> bool:
         return event.name.startswith("aten::") and event.name not in NO_KERNEL
 
     leaves = [e for e in events if works(e) and not any(works(c) for c in e.cpu_children)]
-    only_converting = [e for e in generated if set(e.name.split("cpp_fused_")[-1].rsplit("_", 1)[0].split("_"))
-                       <= {"", "to", "copy", "convert", "element", "type", "clone"}]
-    conversions = [e for e in events if e.name == "aten::_to_copy"]
-    return {"kernels": len(leaves) + len(generated), "dtype_conversions": len(conversions) + len(only_converting),
+    conversions = [e for e in events if e.name == "aten::_to_copy"] + [e for e in generated if only_converts(e.name)]
+    return {"kernels": len(leaves) + len(generated), "dtype_conversions": len(conversions),
             "generated_kernels": len(generated)}
 
 
