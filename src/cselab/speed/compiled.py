@@ -12,8 +12,8 @@ shapes are the batch's sentences ``B``, its padded length ``L`` and its real-tok
 * ``B`` and ``R`` are dynamic (symbolic) from the first call: ``R`` is rounded up to a multiple of
   64 already (``unpadded.ROW_MULTIPLE``), and a new value costs no recompilation.
 
-So a run compiles at most ``buckets(training length) x 2`` graphs (grad on; grad off for GradCache's
-first pass), plus a specialisation for a batch of one sentence: :func:`graph_bound`.
+So a run compiles at most one graph per length bucket and gradient mode (on; off for GradCache's first
+pass), each perhaps once more for a batch of one sentence (a size dynamo specialises): :func:`graph_bound`.
 """
 from __future__ import annotations
 
@@ -83,7 +83,8 @@ class CompiledLayers:
             raise ValueError("the compiled layers take rows that stop at the last position (no zero_from)")
         for tensor in (embedded, attention_mask, source, real):
             torch._dynamo.maybe_mark_dynamic(tensor, 0)  # sentences, positions, rows: symbolic
-        torch._dynamo.mark_static(embedded, 1)  # the length bucket: one graph each
+        for tensor in (embedded, attention_mask):
+            torch._dynamo.mark_static(tensor, 1)  # the length bucket: one graph each
         states = self._compiled(layers, embedded, attention_mask, source, real, None, dtype, all_hidden_states)
         if self.mode == "reduce-overhead":
             # A CUDA graph's outputs live in its memory pool, overwritten by its next replay (GradCache
