@@ -186,9 +186,9 @@ class CompileWhenRepaid:
             left = max(self.remaining - (self.steps - self._planned_at), 0)
             saving = left * period * saved_share
             if saving < self.cost.seconds:
-                log.warning("train.compile auto: not compiling: the run's %d remaining steps at %.3f s/step eager would "
-                         "save ~%.0f s at a %.2fx speed-up, less than %s", left, period, saving,
-                         self.cost.speedup, cost)
+                log.warning("train.compile auto: not compiling: the run's %d remaining steps at %.3f s/step eager "
+                            "would save ~%.0f s at a %.2fx speed-up, less than %s", left, period, saving,
+                            self.cost.speedup, cost)
                 self._done()
                 return
             reason = (f"the run's {left} remaining steps at {period:.3f} s/step eager save ~{saving:.0f} s at a "
@@ -210,7 +210,8 @@ class CompileWhenRepaid:
         speedup = eager / compiled if eager and compiled > 0 else None
         against = f", eager {eager:.3f} s/step: {speedup:.2f}x" if speedup else ""
         log.warning("train.compile: warm-up %.1f s measured (the compiling step took %.1f s, then %.3f s/step "
-                 "compiled%s); kept for the next runs on this machine", warmup, self.first_compiled, compiled, against)
+                    "compiled%s); kept for the next runs on this machine", warmup, self.first_compiled, compiled,
+                    against)
         CompileCost.store(self.key, warmup, speedup)
         self._done()
 
