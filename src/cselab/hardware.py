@@ -126,8 +126,39 @@ def choose_precision(requested: str, device: torch.device, hidden_size: int = 38
     return PrecisionChoice(faster, requested, "faster in the matmul probe", probe)
 
 
-def _probe_cache() -> Path:
-    return Path(os.environ.get("CSELAB_CACHE", Path.home() / ".cache" / "cselab")) / "precision-probe.json"
+def cache_dir() -> Path:
+    """Where cselab keeps what it measured of this machine: ``$CSELAB_CACHE``, else ~/.cache/cselab."""
+    return Path(os.environ.get("CSELAB_CACHE", Path.home() / ".cache" / "cselab"))
+
+
+def device_name(device: torch.device) -> str:
+    """The GPU's name on CUDA, the CPU's model name otherwise."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
+
+
+def read_measurements(name: str) -> dict:
+    """The measurements cached in ``cache_dir() / name`` (a JSON object; empty when absent or unreadable)."""
+    try:
+        cached = json.loads((cache_dir() / name).read_text())
+    except (OSError, ValueError):
+        return {}
+    return cached if isinstance(cached, dict) else {}
+
+
+def write_measurement(name: str, key: str, value: dict) -> None:
+    """Store ``value`` under ``key`` in ``cache_dir() / name``, atomically (a failure to write is not an error:
+    the machine is measured again next time)."""
+    cached = read_measurements(name)
+    cached[key] = value
+    path = cache_dir() / name
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(cached, indent=1))
+        os.replace(tmp, path)
+
+
+PRECISION_PROBE = "precision-probe.json"
 
 
 def probe_cpu_matmuls(hidden_size: int, rows: int = 2048, seconds: float = 0.3) -> dict:
@@ -138,12 +169,8 @@ def probe_cpu_matmuls(hidden_size: int, rows: int = 2048, seconds: float = 0.3) 
     key_text = "|".join([cpu_name(), ",".join(sorted(cpu_flags())), torch.__version__,
                          str(torch.get_num_threads()), str(hidden_size), str(rows)])
     key = hashlib.sha256(key_text.encode()).hexdigest()[:16]
-    cache = _probe_cache()
-    try:
-        cached = json.loads(cache.read_text())
-    except (OSError, ValueError):
-        cached = {}
-    if isinstance(cached, dict) and isinstance(cached.get(key), dict):
+    cached = read_measurements(PRECISION_PROBE)
+    if isinstance(cached.get(key), dict):
         return cached[key]
     generator = torch.Generator().manual_seed(0)  # a private generator: the global RNG is untouched
     a = torch.randn(rows, hidden_size, generator=generator)
@@ -158,13 +185,7 @@ def probe_cpu_matmuls(hidden_size: int, rows: int = 2048, seconds: float = 0.3) 
             count += 1
         result[f"{name}_tflops"] = round(2 * rows * hidden_size * 4 * hidden_size * count
                                          / (time.perf_counter() - start) / 1e12, 4)
-    cached = cached if isinstance(cached, dict) else {}
-    cached[key] = result
-    with contextlib.suppress(OSError):
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(cached, indent=1))
-        os.replace(tmp, cache)
+    write_measurement(PRECISION_PROBE, key, result)
     return result
 
 

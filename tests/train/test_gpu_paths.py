@@ -118,30 +118,34 @@ def test_a_healthy_loss_scale_says_nothing(caplog):
     assert not caplog.records
 
 
-@pytest.mark.parametrize("unpad", ["auto", "true"])
-def test_compile_with_the_unpadded_forward_compiles_the_forward_that_runs(unpad, tiny_corpus, monkeypatch):
-    """The unpadded forward bypasses the compiled module (0 frames captured): with train.compile it is
-    off, and a training forward runs through dynamo. The eager backend stands in for inductor (the
-    frames dynamo captures are the same; inductor's C++ build would take minutes here)."""
+@pytest.mark.parametrize("unpad", ["auto", "true", "false"])
+def test_compile_compiles_the_forward_that_runs(unpad, tiny_corpus, monkeypatch):
+    """With train.compile the unpadded forward stays on and its layers are what is compiled
+    (speed/compiled.py); a model run padded is compiled whole. Either way a training step's forward
+    runs through dynamo. The eager backend stands in for inductor (the frames dynamo captures are the
+    same; inductor's C++ build would take minutes here)."""
     import json
 
     import torch._dynamo
 
     from cselab.config import load_config
     from cselab.model.encoder import SentenceEncoder
-    from cselab.speed import speed_up
+    from cselab.speed import compiled, speed_up
 
     compile_module = torch.nn.Module.compile
     monkeypatch.setattr(torch.nn.Module, "compile",
                         lambda self, **kwargs: compile_module(self, **{**kwargs, "backend": "eager"}))
+    monkeypatch.setattr(compiled, "BACKEND", "eager")
     config = load_config("simcse", [f"model.from_config={json.dumps(TINY_BERT)}", f"model.unpad={unpad}",
                                     "train.compile=true", f"data.corpus={tiny_corpus}"])
     encoder = SentenceEncoder.from_config(TINY_BERT, "minilm")
     speed_up(encoder, config.train, config.model, torch.device("cpu"))
-    assert not encoder.unpadded
+    assert encoder.unpadded == (unpad != "false")
+    assert (encoder.compiled_layers is not None) == encoder.unpadded
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     encoder.train()
-    encoder(encoder.tokenize(["a cat sat on the mat", "dogs run"])).sum().backward()
+    features = encoder.tokenize(["a cat sat on the mat", "dogs run"])
+    encoder(features, real_tokens=int(features["attention_mask"].sum())).sum().backward()  # as a training step
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 1
     torch._dynamo.reset()

@@ -74,8 +74,8 @@ class ModelConfig:
                                      "DiffCSE do; pytorch = torch's defaults (AugCSE's code)",
                              choices=("bert", "pytorch"))
     unpad: str = setting("auto", "the backbone's layers on real tokens only, no compute on padding "
-                                 "(speed/unpadded.py); auto: on a CPU, where it was measured faster; on a GPU the "
-                                 "model's own attention (PyTorch SDPA kernels)",
+                                 "(speed/unpadded.py); auto: wherever the backbone's layout allows it "
+                                 "(BERT/RoBERTa-style layers), on a CPU and a GPU alike",
                          choices=("auto", "true", "false"), resume_safe=True)
 
 
@@ -191,7 +191,12 @@ class TrainConfig:
         30.0, "several processes: how long a collective waits for a process that does not arrive (one evaluating "
               "or saving alone, a dead node) before the run fails instead of hanging",
         check=Check(lambda v: is_finite(v) and v > 0, "must be a finite number > 0"), resume_safe=True)
-    compile: bool = setting(False, "torch.compile the model", resume_safe=True)
+    compile: str = setting("auto", "torch.compile of the backbone's unpadded layers (speed/compiled.py; the padded "
+                                   "forward where the model cannot be unpadded); auto: on a GPU, compiled once the run "
+                                   "has shown it is long enough to repay the compile time (logged, with the measured "
+                                   "warm-up); off on a CPU (measured no faster); true/false force it; reduce-overhead: "
+                                   "compiled with CUDA graphs (torch.compile's mode)",
+                           choices=("auto", "true", "false", "reduce-overhead"), resume_safe=True)
     fast_cpu: bool = setting(True, "on a CPU: cheaper dropout masks and reuse of freed memory (speed/cpu.py)")
     report_to: list = setting([], "live training logs beside metrics.jsonl, from the same log windows "
                                   "(train/live_logs.py): any of tensorboard (<output_dir>/tensorboard), wandb (offline "

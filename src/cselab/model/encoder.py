@@ -107,9 +107,17 @@ class SentenceEncoder(nn.Module):
         if self.mlp is not None and head_init == "bert":  # as SimCSE's cl_init; a saved MLP's weights load over it
             init_like_backbone(self.mlp, backbone)
         self.unpadded = False  # a speed setting of the training loop, not saved: see use_unpadded()
+        # The unpadded layers compiled (speed/compiled.py), used in training; set by train.compile.
+        self.compiled_layers = None  # see compiles()
         self.base_pooler: dict[str, torch.Tensor] | None = None  # see _pooler_state (a plain dict: not trained)
         # The backbone's own MLM head (model/mlm_head.py), set by training when an MLM term needs it; saved beside.
         self.mlm_head: nn.Module | None = None
+
+    def compiles(self, real_tokens: int | None) -> bool:
+        """Whether this forward runs the compiled layers: a training step's (in training mode, with the
+        token count its batch counted on the host), not an evaluation's, nor the geometry probe's
+        dropout views (train/geometry.py), whose shapes would only add compilations."""
+        return self.compiled_layers is not None and self.training and real_tokens is not None
 
     def use_unpadded(self) -> bool:
         """Run the backbone on real tokens only (speed/unpadded.py) where its layout allows."""
@@ -220,7 +228,8 @@ class SentenceEncoder(nn.Module):
             from cselab.speed.unpadded import unpadded_forward
 
             hidden_states = unpadded_forward(self.backbone, **inputs, all_hidden_states=need_all,
-                                             real_tokens=real_tokens)
+                                             real_tokens=real_tokens,
+                                             compiled=self.compiled_layers if self.compiles(real_tokens) else None)
         else:
             output = self.backbone(**inputs, output_hidden_states=need_all, return_dict=True)
             hidden_states = output.hidden_states if need_all else (output.last_hidden_state,)

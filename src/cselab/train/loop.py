@@ -44,6 +44,8 @@ def train(config: Config, resume: bool = True, progress: bool = True,
         forward = StepForward(setup.encoder, setup.head, setup.objective, process.device, precision.precision)
         run = build_state(process, config, setup, precision, forward)
         start_or_resume(process, run, saved, (base_dev or {}).get(precision.precision))
+        if setup.compile_timer is not None:  # train.compile: auto compiles when the steps left repay it
+            setup.compile_timer.expect_steps(len(setup.plan) - run.step)
         step = choose_step(forward, config.optim.grad_cache_chunk, run.optimizer.scale)
         loader = make_loader(setup, config.train, run.step, process)
         setup.trainable.train()

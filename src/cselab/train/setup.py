@@ -29,6 +29,7 @@ from cselab.losses.base import TOKEN_PASSES, TokenBatch
 from cselab.model.encoder import SentenceEncoder
 from cselab.model.heads import build_head, init_like_backbone
 from cselab.speed import speed_up
+from cselab.speed.compile_auto import CompileWhenRepaid
 from cselab.train.distributed import local_processes
 from cselab.train.rank import RankContext
 from cselab.train.signals import quiet_worker
@@ -50,6 +51,7 @@ class TrainingSetup:
     validation: list[TokenBatch] = field(default_factory=list)  # the held-out lines, masked once
     notes: list[str] = field(default_factory=list)  # lines for the run's output (a trained vocabulary)
     vocabulary_sha256: str | None = None  # a trained WordPiece vocabulary's fingerprint (checked on resume)
+    compile_timer: CompileWhenRepaid | None = None  # train.compile: times the steps, compiles when it pays
 
     def announcements(self) -> list[str]:
         """What the run's output says of its setup before training: the corpus as read, a trained vocabulary."""
@@ -87,7 +89,7 @@ def build_setup(config: Config, device: torch.device, processes: int = 1, rank: 
     methods = [*objective.terms, views.anchor, views.positive, views.negative, *views.labelers]
     encoder.citation = citations.collect(methods, dropout_view=views.positive is None and objective.encodes_views)
     trainable = torch.nn.ModuleList([encoder, head, *objective.terms, objective.passes]).to(device)
-    speed_up(encoder, config.train, config.model, device)
+    compile_timer = speed_up(encoder, config.train, config.model, device)
     preparers = {name: token_pass.preparer(encoder.tokenizer) for name, token_pass in objective.passes.items()}
     if config.data.packing:
         check_packing(objective, encoder, config, stats)
@@ -100,7 +102,8 @@ def build_setup(config: Config, device: torch.device, processes: int = 1, rank: 
                             cached=sentence_tokenizer(items, encoder, config.data))
     validation = validation_batches(collator, held_out, config.optim.batch_size) if "masked" in objective.passes else []
     return TrainingSetup(items, stats, encoder, head, objective, trainable, plan_steps(items, config, processes),
-                         collator, validation, [] if vocabulary is None else [vocabulary.note()], trained_vocabulary)
+                         collator, validation, [] if vocabulary is None else [vocabulary.note()], trained_vocabulary,
+                         compile_timer)
 
 
 def pack(corpus, split: LineSplit, encoder: SentenceEncoder, config: Config) -> tuple[PackedBlocks, PackedBlocks]:
