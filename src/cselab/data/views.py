@@ -41,7 +41,7 @@ class ViewBuilder:
                                                                         views.positive_params)
         self.negative = None if views.negative == "none" else _build("negative", views.negative,
                                                                      views.negative_params)
-        self.labelers = [_build(f"label_params.{name}", name, views.label_params.get(name, {})) for name in views.label]
+        self.labelers = [_build(key, name, params) for key, name, params in views.label_augmenters()]
         # Corpus-level work before the first step: UNA's TF-IDF, a cache of paraphrases built for the
         # whole corpus. The positives first: UNA + paraphrasing fits its TF-IDF on them too.
         for augmenter in (self.anchor, self.positive, *self.labelers):
@@ -112,7 +112,7 @@ def _build(role: str, name: str, params: dict):
     try:
         augmenter = build_augmenter(name, **params)
     except ValueError as exc:
-        key = role if role.startswith("label_params.") else f"{role}_params"
+        key = role if role.startswith("label") else f"{role}_params"  # label_params.NAME, label[i]
         raise ConfigError(f"views.{key}: {exc}") from None
     return augmenter
 
