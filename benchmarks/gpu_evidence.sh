@@ -181,9 +181,16 @@ run() {
   export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
   export CSELAB_CACHE=$ROOT/cache CSELAB_DATA=$DEV  # token ids, corpus indexes; the STS-B dev of training
   mkdir -p "$ROOT/logs" "$CACHES"
-  local start=$SECONDS phase_start timings=()
+  START=$SECONDS TIMINGS=()
+  trap return_results EXIT
+  local phase_start
   phase() { phase_start=$SECONDS; echo "== $1 ($(date -u +%T))"; }
-  phase_done() { timings+=("\"$1\": $((SECONDS - phase_start))"); echo "== $1: $((SECONDS - phase_start)) s"; }
+  phase_done() {
+    TIMINGS+=("\"$1\": $((SECONDS - phase_start))")
+    echo "== $1: $((SECONDS - phase_start)) s"
+    printf '{"device": "%s", "mode": "%s", "total": %d, %s}\n' "$device" "$MODE" "$((SECONDS - START))" \
+      "$(IFS=,; echo "${TIMINGS[*]}")" > "$ROOT/timings.json"
+  }
 
   phase unpack
   for f in "$CARRY"/caches/*.jsonl.gz; do
@@ -222,16 +229,23 @@ run() {
   cselab report "$ROOT/methods" "$ENCODER" --baseline simcse --out "$REPORT_DIR" --name "$REPORT_NAME" --title "$title"
   phase_done report
 
-  printf '{"device": "%s", "mode": "%s", "total": %d, %s}\n' "$device" "$MODE" "$((SECONDS - start))" \
-    "$(IFS=,; echo "${timings[*]}")" > "$ROOT/timings.json"
   sed -n '/^## Results/,/^## Plots/p' "$REPORT_DIR/$REPORT_NAME.md"
-  echo "== total: $((SECONDS - start)) s ($ROOT/timings.json); report: $REPORT_DIR/$REPORT_NAME.md"
-  if [ "$MODE" = gpu ] && [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then  # the device machine's folder that comes back
-    cp "$REPORT_DIR/$REPORT_NAME.md" "$REPORT_DIR/$REPORT_NAME.json" "$ROOT/timings.json" "$OUT/"
-    tar -cf "$OUT/$REPORT_NAME-plots.tar" -C "$REPORT_DIR" "$REPORT_NAME-plots"
-    tar -czf "$OUT/logs.tar.gz" -C "$ROOT" logs
-  fi
+  echo "== total: $((SECONDS - START)) s ($ROOT/timings.json); report: $REPORT_DIR/$REPORT_NAME.md"
   [ ${#failed[@]} -eq 0 ] || { echo "gpu_evidence.sh: failed: ${failed[*]} (see $ROOT/logs/)" >&2; exit 1; }
+}
+
+return_results() {  # on the device: what exists into $OUT (the folder whose files come back), after a failure too
+  [ "$MODE" = gpu ] && [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ] || return 0
+  local f kept=()
+  for f in "$REPORT_DIR/$REPORT_NAME.md" "$REPORT_DIR/$REPORT_NAME.json" "$ROOT/timings.json"; do
+    if [ -f "$f" ]; then cp "$f" "$OUT/"; fi
+  done
+  if [ -d "$REPORT_DIR/$REPORT_NAME-plots" ]; then tar -cf "$OUT/$REPORT_NAME-plots.tar" -C "$REPORT_DIR" "$REPORT_NAME-plots"; fi
+  for f in logs encoder/summary.json encoder/eval-dev.json; do
+    if [ -e "$ROOT/$f" ]; then kept+=("$f"); fi
+  done
+  if [ ${#kept[@]} -gt 0 ]; then tar -czf "$OUT/logs.tar.gz" -C "$ROOT" "${kept[@]}"; fi
+  echo "== returned to \$OUT: $(cd "$OUT" && echo *)"
 }
 
 run_method() {  # METHOD: its sweep (both seeds), log in $ROOT/logs/METHOD.log, exit status in METHOD.rc

@@ -62,7 +62,8 @@ def smoke(tmp_path_factory):
     needs_augment_extras()
     tmp = tmp_path_factory.mktemp("gpu-evidence")
     env = {**os.environ, "SHARED": str(make_shared(tmp / "shared")), "EVIDENCE_DIR": str(tmp / "smoke"),
-           "SAMPLE": "24", "PRETRAIN_LINES": "400", "PYTHON": sys.executable, "CSELAB_CACHE": str(tmp / "cache")}
+           "SAMPLE": "24", "PRETRAIN_LINES": "400", "PYTHON": sys.executable, "CSELAB_CACHE": str(tmp / "cache"),
+           "PARALLEL": "2"}  # two sweeps at a time: the GPU run's pool of sweeps (it runs 3)
     before = {path: path.stat().st_mtime_ns if path.exists() else None for path in COMMITTED}
     result = run(["--smoke"], env)
     return tmp, env, result, before
