@@ -7,7 +7,7 @@
 # seeds), and the raw encoder's row (recipe mlm-pretrain, its evaluation beside the runs').
 #
 #   bash benchmarks/gpu_evidence.sh --prepare   # once, on a CPU with ../shared/data and cselab[augment]:
-#                                               # the carry folder benchmarks/runs/gpu-evidence-carry/ (~27 MB)
+#                                               # the carry folder benchmarks/runs/gpu-evidence-carry/ (22.3 MB)
 #   bash benchmarks/gpu_evidence.sh             # on the GPU machine: within 8 minutes on one H100
 #   bash benchmarks/gpu_evidence.sh --smoke     # the whole path (--prepare too) on a CPU at tiny sizes, into
 #                                               # benchmarks/runs/gpu-evidence-smoke/gpu_evidence_smoke.{md,json}
@@ -65,7 +65,7 @@ else
   # 2048 blocks of 32 tokens, lr 1e-3, 6 minutes ~ 18 epochs ~ 1,800 steps: about 5 steps/s) and cselab's
   # measured SimCSE speed on an H100 (docs/scaling.md: 2,590 sentences/s for a 6x384 model at batch 64).
   # ESTIMATES, to be checked against the phase times the first GPU run prints (timings.json):
-  #   copy-in, start          ~0.3 min  (~27 MB carried, no installs: nothing needs a wheel)
+  #   copy-in, start          ~0.3 min  (27.5 MB travel with the repository; no installs: no wheel needed)
   #   pre-training            ~3 min    tokenising 463,615 lines (~40 s; 63 s on a 2-core CPU) + 600 steps
   #                                     (~120 s at 5 steps/s, ~6 epochs) + validations
   #   12 runs                 ~3.5 min  all 11,913 wiki sentences, one epoch (AugCSE: its 4) per run; ~50 s
