@@ -3,6 +3,7 @@
     python benchmarks/gpu_evidence.py sample WIKI N OUT          # a seeded sample, as training reads lines
     python benchmarks/gpu_evidence.py head CORPUS.gz N OUT.gz     # the first N lines (the smoke run's corpus)
     python benchmarks/gpu_evidence.py tokenizer DIR               # the offline base's tokenizer (bert-base-uncased)
+    python benchmarks/gpu_evidence.py recipes NAME...             # every name is a recipe (else one line, status 2)
     python benchmarks/gpu_evidence.py labels RECIPE               # the recipe's label augmenters, comma-separated
     python benchmarks/gpu_evidence.py split CACHE.jsonl DIR       # one cache file per augmentation, DIR/NAME.jsonl
     python benchmarks/gpu_evidence.py check SAMPLE DIR NAME...    # every sample sentence cached for every NAME
@@ -59,6 +60,14 @@ def label_names(recipe: str) -> list[str]:
     from cselab.config import load_config
 
     return [name for _, name, _ in load_config(recipe).views.label_augmenters()]
+
+
+def recipes(*names: str) -> None:
+    """Each name loads as a recipe (an unknown one is a one-line error before any work)."""
+    from cselab.config import load_config
+
+    for name in names:
+        load_config(name)
 
 
 def labels(recipe: str) -> None:
@@ -132,8 +141,8 @@ def title(encoder: str, text: str) -> None:
     print(f"{text} (validation MLM loss {loss:.3f} at step {summary.get('best_step')})")
 
 
-STEPS = {"sample": sample, "head": head, "tokenizer": tokenizer, "labels": labels, "split": split, "check": check,
-         "label-set": label_set, "block": block, "title": title}
+STEPS = {"sample": sample, "head": head, "tokenizer": tokenizer, "recipes": recipes, "labels": labels, "split": split,
+         "check": check, "label-set": label_set, "block": block, "title": title}
 
 
 def main(argv: list[str]) -> int:

@@ -165,8 +165,13 @@ prepare() {
 
 run() {
   [ -f "$CARRY/PREPARED" ] || refuse "$CARRY is not prepared; make it on a CPU first: bash benchmarks/gpu_evidence.sh --prepare"
+  # Every method's recipe and settings before any work: a wrong name must not cost the pre-training first.
+  local method methods
+  read -ra methods <<< "$METHODS"
+  helper recipes "${methods[@]}"
+  for method in $METHODS; do method_settings "$method"; done
   local needed=("$CARRY/pretrain.txt.gz" "$CARRY/wiki-sample.txt" "$DEV/STS/STSBenchmark/sts-dev.csv"
-                "$DEV/SICK/SICK_trial.txt" "$CARRY/tokenizer/tokenizer.json") method name
+                "$DEV/SICK/SICK_trial.txt" "$CARRY/tokenizer/tokenizer.json") name
   for method in $METHODS; do
     for name in $(cached_augmenters "$method" | tr , ' '); do needed+=("$CARRY/caches/$name.jsonl.gz"); done
   done
@@ -215,7 +220,7 @@ run() {
   local failed=()
   for method in $METHODS; do
     [ "$(cat "$ROOT/logs/$method.rc" 2>/dev/null)" = 0 ] || failed+=("$method")
-    tail -n 3 "$ROOT/logs/$method.log" | sed "s/^/  $method: /"
+    tail -n 3 "$ROOT/logs/$method.log" 2>/dev/null | sed "s/^/  $method: /" || true
   done
   phase_done methods
 
@@ -224,8 +229,10 @@ run() {
   phase_done evaluation
 
   phase report
-  local title
-  title=$(helper title "$ENCODER" "$([ "$MODE" = smoke ] && echo "SMOKE RUN, tiny sizes on a CPU, NOT EVIDENCE: ")GPU evidence on $device: each method from a ${LAYERS}x${HIDDEN} BERT pre-trained here ($PRETRAIN_STEPS steps of $PRETRAIN_BATCH blocks), $SAMPLE wiki sentences, seeds ${SEEDS// /, }")
+  local title="GPU evidence on $device: each method from a ${LAYERS}x${HIDDEN} BERT pre-trained here"
+  title+=" ($PRETRAIN_STEPS steps of $PRETRAIN_BATCH blocks), $SAMPLE wiki sentences, seeds ${SEEDS// /, }"
+  if [ "$MODE" = smoke ]; then title="SMOKE RUN, tiny sizes on a CPU, NOT EVIDENCE: $title"; fi
+  title=$(helper title "$ENCODER" "$title")
   cselab report "$ROOT/methods" "$ENCODER" --baseline simcse --out "$REPORT_DIR" --name "$REPORT_NAME" --title "$title"
   phase_done report
 
@@ -240,7 +247,9 @@ return_results() {  # on the device: what exists into $OUT (the folder whose fil
   for f in "$REPORT_DIR/$REPORT_NAME.md" "$REPORT_DIR/$REPORT_NAME.json" "$ROOT/timings.json"; do
     if [ -f "$f" ]; then cp "$f" "$OUT/"; fi
   done
-  if [ -d "$REPORT_DIR/$REPORT_NAME-plots" ]; then tar -cf "$OUT/$REPORT_NAME-plots.tar" -C "$REPORT_DIR" "$REPORT_NAME-plots"; fi
+  if [ -d "$REPORT_DIR/$REPORT_NAME-plots" ]; then
+    tar -cf "$OUT/$REPORT_NAME-plots.tar" -C "$REPORT_DIR" "$REPORT_NAME-plots"
+  fi
   for f in logs encoder/summary.json encoder/eval-dev.json; do
     if [ -e "$ROOT/$f" ]; then kept+=("$f"); fi
   done
@@ -251,7 +260,8 @@ return_results() {  # on the device: what exists into $OUT (the folder whose fil
 run_method() {  # METHOD: its sweep (both seeds), log in $ROOT/logs/METHOD.log, exit status in METHOD.rc
   local method=$1 status=0
   method_settings "$method"
-  OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS cselab sweep --recipes "$method" --seeds "${SEEDS// /,}" --out "$ROOT/methods/$method" \
+  OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS \
+  cselab sweep --recipes "$method" --seeds "${SEEDS// /,}" --out "$ROOT/methods/$method" \
     --corpus "$CARRY/wiki-sample.txt" --data-dir "$DEV" --eval-split dev --tasks "$TASKS" --quiet \
     --keep-checkpoints none --set model.name_or_path="$ENCODER" --set data.max_sentences=null \
     --set train.eval_steps="$EVAL_STEPS" --set train.save_steps=0 --set train.num_workers="$WORKERS" \
