@@ -58,8 +58,9 @@ def tokenizer(directory: str) -> None:
 
 def label_names(recipe: str) -> list[str]:
     from cselab.config import load_config
+    from cselab.config.validation import label_augmenters
 
-    return [name for _, name, _ in load_config(recipe).views.label_augmenters()]
+    return [name for _, name, _ in label_augmenters(load_config(recipe).views)]
 
 
 def recipes(*names: str) -> None:

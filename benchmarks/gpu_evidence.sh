@@ -42,9 +42,10 @@ SEEDS=${SEEDS:-"42 43"}
 SHARED=${SHARED:-../shared/data}
 PYTHON=${PYTHON:-python3}
 TASKS=STSBenchmark,SICKRelatedness
-# diffcse's generator (issue 43): the pre-trained raw encoder, passed with --set KEY=ENCODER. THE KEY IS NAMED
-# BY THE diffcse RECIPE, not written yet: set DIFFCSE_GENERATOR_KEY (or fill it in here) when adding diffcse.
-DIFFCSE_GENERATOR_KEY=${DIFFCSE_GENERATOR_KEY:-}
+# DIFFCSE'S GENERATOR (issue 43): the pre-trained raw encoder (an MLM with the encoder's vocabulary), passed as
+# --set KEY=ENCODER. KEY is the diffcse recipe's: objective[1].generator in its diffcse.yaml (written after this
+# script); the one place to change if the recipe moves it.
+DIFFCSE_GENERATOR_KEY=${DIFFCSE_GENERATOR_KEY:-"objective[1].generator"}
 
 # Sizes: each can be set in the environment (e.g. PRETRAIN_STEPS=800 after a first GPU run showed the time).
 if [ "$MODE" = smoke ]; then

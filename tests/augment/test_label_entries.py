@@ -4,6 +4,7 @@ import pytest
 
 from cselab.cli import main
 from cselab.config import load_config
+from cselab.config.validation import label_augmenters
 from cselab.data.views import ViewBuilder
 from cselab.errors import ConfigError
 
@@ -44,7 +45,7 @@ def test_each_cached_entry_reads_its_own_augmentation_and_labels_it(cache_file):
 def test_name_entries_keep_their_label_params():
     config = load_config("simcse", ["views.label=[random_crop, {name: random_crop, ratio: 0.5}]",
                                     "views.label_params={random_crop: {ratio: 0.2}}"])
-    assert config.views.label_augmenters() == [("label_params.random_crop", "random_crop", {"ratio": 0.2}),
+    assert label_augmenters(config.views) == [("label_params.random_crop", "random_crop", {"ratio": 0.2}),
                                                ("label[1]", "random_crop", {"ratio": 0.5})]
     first, second = ViewBuilder(config.views, SENTENCES, seed=0).labelers
     assert (first.ratio, second.ratio) == (0.2, 0.5)

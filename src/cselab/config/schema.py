@@ -83,22 +83,9 @@ class ViewsConfig:
     negative_params: dict = field(default_factory=dict)
     # Generate negatives on one batch in every `negative_every` (UNA's f).
     negative_every: int = 1
-    # Augmenters whose type a discriminator predicts (AugCSE); empty = no label view. An entry is a name
-    # (its parameters in label_params[name]) or a mapping {name: ..., <params>}: the same augmenter
-    # more than once with other parameters, e.g. `cached` reading each type from a `cselab augment` file.
+    # Augmenters whose type a discriminator predicts (AugCSE); empty = no label view.
     label: list = field(default_factory=list)
     label_params: dict = field(default_factory=dict)
-
-    def label_augmenters(self) -> list[tuple[str, str, dict]]:
-        """``(key, name, params)`` of each ``label`` entry, ``key`` naming where its parameters are
-        (``label_params.NAME`` or ``label[i]``). Entries are assumed well formed (validation checks them)."""
-        specs = []
-        for i, entry in enumerate(self.label):
-            if isinstance(entry, dict):
-                specs.append((f"label[{i}]", entry.get("name"), {k: v for k, v in entry.items() if k != "name"}))
-            else:
-                specs.append((f"label_params.{entry}", entry, self.label_params.get(entry, {})))
-        return specs
 
 
 @dataclass

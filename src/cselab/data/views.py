@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from cselab.augment.base import Augmenter, special_tokens
 from cselab.config import ViewsConfig
+from cselab.config.validation import label_augmenters
 from cselab.errors import ConfigError
 
 
@@ -41,7 +42,7 @@ class ViewBuilder:
                                                                         views.positive_params)
         self.negative = None if views.negative == "none" else _build("negative", views.negative,
                                                                      views.negative_params)
-        self.labelers = [_build(key, name, params) for key, name, params in views.label_augmenters()]
+        self.labelers = [_build(key, name, params) for key, name, params in label_augmenters(views)]
         # Corpus-level work before the first step: UNA's TF-IDF, a cache of paraphrases built for the
         # whole corpus. The positives first: UNA + paraphrasing fits its TF-IDF on them too.
         for augmenter in (self.anchor, self.positive, *self.labelers):
