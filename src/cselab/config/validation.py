@@ -102,6 +102,21 @@ def _check_report_to(names: list) -> None:
         raise ConfigError(f"train.report_to: names each logger once, got {shown(names)}")
 
 
+def label_augmenters(views: ViewsConfig) -> list[tuple[str, str, dict]]:
+    """``(key, name, params)`` of each ``views.label`` entry: a name takes its parameters from
+    ``label_params[name]``; a mapping ``{name: ..., <params>}`` carries its own, so one augmenter can be listed
+    more than once (``cached`` reading each AugCSE type from a `cselab augment` file). ``key`` names where the
+    parameters are (``label_params.NAME`` or ``label[i]``). Entries are assumed well formed (``validate``
+    checks them first)."""
+    specs = []
+    for i, entry in enumerate(views.label):
+        if isinstance(entry, dict):
+            specs.append((f"label[{i}]", entry.get("name"), {k: v for k, v in entry.items() if k != "name"}))
+        else:
+            specs.append((f"label_params.{entry}", entry, views.label_params.get(entry, {})))
+    return specs
+
+
 def _check_augmenter_params(views: ViewsConfig) -> None:
     """Each augmenter's parameters against its constructor: known names, required ones present, the
     types of the defaults (a bad value such as a ratio of 5 is left to the augmenter itself)."""
@@ -111,15 +126,14 @@ def _check_augmenter_params(views: ViewsConfig) -> None:
     for key, name, params, builtin in roles:
         if name != builtin:
             _check_params(f"{key}_params", name, params)
+    names = [entry for entry in views.label if isinstance(entry, str)]  # a mapping entry carries its own
     for name, params in views.label_params.items():
-        if name not in views.label:
-            raise ConfigError(f"views.label_params.{name}: not one of views.label ({', '.join(map(str, views.label))})")
+        if name not in names:
+            raise ConfigError(f"views.label_params.{name}: not one of views.label's names ({', '.join(names)})")
         if not isinstance(params, dict):
             raise ConfigError(f"views.label_params.{name}: expected a mapping of parameters, got {shown(params)}")
-        _check_params(f"views.label_params.{name}", name, params)
-    for name in views.label:
-        if name not in views.label_params:
-            _check_params(f"views.label[{name}]", name, {})
+    for key, name, params in label_augmenters(views):
+        _check_params(f"views.{key}", name, params)
 
 
 def _check_params(key: str, name: str, params: dict) -> None:
@@ -159,9 +173,12 @@ def _check_names(config: Config) -> None:
         raise ConfigError(f"model.projection: unknown head {config.model.projection!r} "
                           f"(known: {', '.join(HEADS.names())})")
     views = config.views
+    for i, entry in enumerate(views.label):
+        if isinstance(entry, dict) and not isinstance(entry.get("name"), str):
+            raise ConfigError(f"views.label[{i}]: a mapping entry needs a 'name' (the augmenter), got {shown(entry)}")
     named = [("views.anchor", views.anchor, "identity"), ("views.positive", views.positive, "dropout"),
-             ("views.negative", views.negative, "none")] + [(f"views.label[{i}]", n, None)
-                                                            for i, n in enumerate(views.label)]
+             ("views.negative", views.negative, "none")] + [(f"views.label[{i}]", name, None)
+                                                            for i, (_, name, _) in enumerate(label_augmenters(views))]
     wanted = [(key, name, builtin) for key, name, builtin in named if name != builtin]
     if not wanted:
         return

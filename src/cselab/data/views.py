@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from cselab.augment.base import Augmenter, sentence_seed, special_tokens
 from cselab.config import ViewsConfig
+from cselab.config.validation import label_augmenters
 from cselab.data.seeds import WHOLE_RUN, Stream, step_seed
 from cselab.errors import ConfigError
 
@@ -37,7 +38,7 @@ class ViewBuilder:
                                                                         views.positive_params)
         self.negative = None if views.negative == "none" else _build("negative", views.negative,
                                                                      views.negative_params)
-        self.labelers = [_build(f"label_params.{name}", name, views.label_params.get(name, {})) for name in views.label]
+        self.labelers = [_build(key, name, params) for key, name, params in label_augmenters(views)]
         self.label_sampling = views.label_sampling
         # Corpus-level work before the first step: UNA's TF-IDF, a cache of paraphrases built for the
         # whole corpus. The positives first: UNA + paraphrasing fits its TF-IDF on them too.
@@ -124,7 +125,7 @@ def _build(role: str, name: str, params: dict):
     try:
         augmenter = build_augmenter(name, **params)
     except ValueError as exc:
-        key = role if role.startswith("label_params.") else f"{role}_params"
+        key = role if role.startswith("label") else f"{role}_params"  # label_params.NAME, label[i]
         raise ConfigError(f"views.{key}: {exc}") from None
     return augmenter
 

@@ -147,7 +147,8 @@ def _add_report(sub) -> None:
                        description="Compare runs (or whole sweep directories): the papers' tables with mean and "
                                    "std over seeds, a paired t-test against a baseline recipe, training curves, "
                                    "alignment vs uniformity, per-task bars, and every run's configuration and "
-                                   "library versions. Writes report.md, report.html (self-contained) and report.json.",
+                                   "library versions. Writes report.md, report.html (self-contained) and report.json "
+                                   "(--name: other names).",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("runs", nargs="+", metavar="RUN_DIR",
                    help="run directories or directories holding them (a sweep's --out)")
@@ -156,10 +157,20 @@ def _add_report(sub) -> None:
     p.add_argument("--split", choices=["auto", "dev", "test"], default="auto",
                    help="which evaluation to tabulate; auto = test if every evaluated run has it, else dev")
     p.add_argument("--title", default="cselab experiment report")
+    p.add_argument("--name", default="report", type=_report_name,
+                   help="file names in --out: NAME.md, NAME.html, NAME.json and the plots in NAME-plots/ "
+                        "(report: plots/)")
     p.add_argument("--tensorboard", metavar="DIR",
                    help="also write every run's metrics.jsonl as TensorBoard event files under DIR "
                         "(needs the tensorboard package)")
     p.set_defaults(func=_run_report)
+
+
+def _report_name(text: str) -> str:
+    """A file name without a folder or an extension (argparse prints the error in one line)."""
+    if not text or text != Path(text).name or text.startswith(".") or Path(text).suffix:
+        raise argparse.ArgumentTypeError(f"{text!r}: a file name without a folder or an extension, e.g. my_study")
+    return text
 
 
 def _run_report(args) -> int:
@@ -176,7 +187,8 @@ def _run_report(args) -> int:
         from cselab.experiments.tensorboard import summary_writer_class
 
         summary_writer_class()  # fail before writing anything when tensorboard is missing
-    written = write_report(args.runs, out, baseline=args.baseline or None, split=args.split, title=args.title)
+    written = write_report(args.runs, out, baseline=args.baseline or None, split=args.split, title=args.title,
+                           name=args.name)
     for path in written.values():
         print(f"wrote {path}")
     if args.tensorboard:

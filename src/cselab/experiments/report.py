@@ -508,16 +508,18 @@ def to_html(doc: Document) -> str:
 
 
 def write_report(paths: list[str | Path], out: str | Path, baseline: str | None = "simcse", split: str = "auto",
-                 title: str = "cselab experiment report") -> dict[str, Path]:
-    """report.md (+ plots/*.svg), report.html (self-contained) and report.json (the tables) in ``out``."""
+                 title: str = "cselab experiment report", name: str = "report") -> dict[str, Path]:
+    """NAME.md (+ its plots' .svg), NAME.html (self-contained) and NAME.json (the tables) in ``out``; the plots go
+    to ``plots/``, or ``NAME-plots/`` for another name, so that reports of several names share a folder."""
     runs = find_runs(paths)
     doc = build_document(runs, split, baseline, title)
     out = Path(out)
-    (out / "plots").mkdir(parents=True, exist_ok=True)
+    plot_dir = "plots" if name == "report" else f"{name}-plots"
+    (out / plot_dir).mkdir(parents=True, exist_ok=True)
     for plot in doc.plots:
-        (out / "plots" / f"{plot.name}.svg").write_text(plot.svg + "\n", encoding="utf-8")
-    written = {"markdown": out / "report.md", "html": out / "report.html", "json": out / "report.json"}
-    written["markdown"].write_text(to_markdown(doc), encoding="utf-8")
+        (out / plot_dir / f"{plot.name}.svg").write_text(plot.svg + "\n", encoding="utf-8")
+    written = {"markdown": out / f"{name}.md", "html": out / f"{name}.html", "json": out / f"{name}.json"}
+    written["markdown"].write_text(to_markdown(doc, plot_dir), encoding="utf-8")
     written["html"].write_text(to_html(doc), encoding="utf-8")
     summary = {"split": doc.split, "baseline": baseline, "test": TEST_NAME,
                "runs": [{"recipe": r.recipe, "seed": r.seed, "path": str(r.path), "finished": r.finished}

@@ -83,11 +83,27 @@ class MlmHead(nn.Module):
         own = {name.removeprefix(self.prefix + "."): value for name, value in tensors.items()}
         own.pop(f"{self.decoder_name}.weight", None)  # the backbone's embeddings, loaded with the backbone
         try:
-            self.head.load_state_dict(own, strict=False)
+            self.head.load_state_dict(self._grown_vocabulary(own), strict=False)
         except RuntimeError as error:  # a shape that does not fit this architecture
             raise ConfigError(f"{source}: its MLM head does not fit the model "
                               f"({str(error).splitlines()[-1].strip()[:200]})") from None
         return True
+
+
+    def _grown_vocabulary(self, own: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Tokens added to the vocabulary after the head was saved (CLEAR's ``[DEL]``, added by training before
+        the head is built) have no saved rows (the decoder's bias): the saved rows load, the new ones keep the
+        architecture's initialisation, as their new embedding rows do."""
+        vocabulary = self.head.get_submodule(self.decoder_name).weight.shape[0]
+        current = self.head.state_dict()
+        grown = {}
+        for name, value in own.items():
+            target = current.get(name)
+            if (target is not None and value.dim() >= 1 and target.shape[0] == vocabulary > value.shape[0]
+                    and target.shape[1:] == value.shape[1:]):
+                value = torch.cat([value.to(target.dtype), target[value.shape[0]:]])
+            grown[name] = value
+        return grown
 
 
 def _head_tensors(source: str, prefix: str) -> dict[str, torch.Tensor]:
