@@ -94,6 +94,19 @@ def find_data_dir(explicit: str | None) -> Path | None:
         return None
 
 
+def refuse_foreign_cards(models: list[str]) -> None:
+    """--update-card writes only the cards of directories cselab saved; any other model stops the command
+    before any work, so nothing is written (an installed package's or a Hub model's card is its author's)."""
+    from cselab.errors import ConfigError
+    from cselab.model.card import card_refusal
+    from cselab.sources import resolve_model_path
+
+    for name in models:
+        refused = card_refusal(name, resolve_model_path(name))
+        if refused:
+            raise ConfigError(f"--update-card: {refused}; run without --update-card for this model")
+
+
 def eval_tasks(args) -> list[str]:
     """The task list of ``cselab eval``: --tasks (default sts, or none beside the user's own files) and
     each --sts-file / --classification-file as ``KIND:PATH``."""
@@ -115,6 +128,8 @@ def _run_eval(args) -> int:
 
         require_mteb()  # the missing package is said first, before any path is looked at
         return run_mteb_command(args, device, find_data_dir(args.data_dir))
+    if args.update_card:
+        refuse_foreign_cards(args.models)
     spec = eval_tasks(args)
     # Fail on bad task names or missing files before loading any model.
     names = tasks.resolve(spec, args.split)
