@@ -363,17 +363,12 @@ def _encode_output(out: Path) -> Path:
 
 def _save_array(out: Path, array) -> None:
     """np.save, atomically: a failed write (a full disk) leaves no partial file under the name."""
-    import os
-
     import numpy as np
 
-    partial = out.with_name(f".{out.name}.{os.getpid()}.part")
-    try:
-        with open(partial, "wb") as handle:
-            np.save(handle, array, allow_pickle=False)
-        os.replace(partial, out)
-    finally:
-        partial.unlink(missing_ok=True)
+    from cselab.file_writes import replace_atomically
+
+    with replace_atomically(out, "wb") as handle:
+        np.save(handle, array, allow_pickle=False)
 
 
 def _add_push(sub) -> None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ import torch
 
 from cselab.data.corpus import corpus_fingerprint
 from cselab.data.indexed import READER_VERSION, cache_dir, own_part
+from cselab.file_writes import replace_atomically
 
 log = logging.getLogger(__name__)
 
@@ -140,9 +140,8 @@ def _write(directory: Path, key: str, corpus: Sequence[str], tokenizer) -> None:
 
 
 def _save(path: Path, array: np.ndarray) -> None:
-    part = own_part(path).with_suffix(".npy")  # np.save adds .npy to any other name
-    np.save(part, array, allow_pickle=False)
-    os.replace(part, path)
+    with replace_atomically(path, "wb") as handle:  # np.save on a handle keeps the exact name
+        np.save(handle, array, allow_pickle=False)
 
 
 def document_starts(corpus: Sequence[str]) -> np.ndarray:

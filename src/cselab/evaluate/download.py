@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from cselab.errors import CselabError, counted
+from cselab.file_writes import follow_umask_tree
 
 DEFAULT_URL = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/senteval.tar"
 DEFAULT_DEST = Path.home() / ".cache" / "cselab" / "senteval"
@@ -193,6 +194,7 @@ def download(dest: Path = DEFAULT_DEST, url: str = DEFAULT_URL, sha256: str | No
         if absent:
             more = f" and {counted(len(absent) - 1, 'more file')}" if len(absent) > 1 else ""
             raise DownloadError(f"{url}: the archive lacks {absent[0]}{more}")
+        follow_umask_tree(root)  # an archive's members come with its modes, not the user's umask
         dest.mkdir(parents=True, exist_ok=True)
         for item in root.iterdir():
             target = dest / item.name

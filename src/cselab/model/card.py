@@ -22,6 +22,7 @@ import yaml
 
 from cselab import citations
 from cselab.errors import ModelLoadError
+from cselab.file_writes import write_text_atomically
 from cselab.model.files import CSELAB_CONFIG
 from cselab.run_files import BEST_MODEL, KEPT_DIR, RUN_CONFIG, SUMMARY
 from cselab.sources import is_repo_id
@@ -171,11 +172,12 @@ class _Card:
                 f"{size or 'fixed-size'}-dimensional vectors for semantic similarity, clustering and search.")
 
     def usage(self) -> str:
+        name = json.dumps(self.load_name)  # a Python string literal, whatever the path holds
         return ("## Usage\n\nWith sentence-transformers:\n\n```python\nfrom sentence_transformers import "
-                f"SentenceTransformer\n\nmodel = SentenceTransformer({json.dumps(self.load_name)})\nembeddings = model.encode("
+                f"SentenceTransformer\n\nmodel = SentenceTransformer({name})\nembeddings = model.encode("
                 "[\"A man is playing a guitar.\", \"Someone is making music.\"])\n"
                 "print(model.similarity(embeddings, embeddings))\n```\n\nWith cselab:\n\n```python\nimport cselab\n\n"
-                f"model = cselab.load({json.dumps(self.load_name)})\nvectors = model.encode([\"A man is playing a guitar.\"])\n```")
+                f"model = cselab.load({name})\nvectors = model.encode([\"A man is playing a guitar.\"])\n```")
 
     def details(self) -> str:
         s = self.settings
@@ -276,9 +278,7 @@ def write_card(model_dir: str | os.PathLike, model_id: str | None = None) -> Pat
     """Write (or rewrite) ``model_dir/README.md``; replaced whole, never written through."""
     model_dir = Path(model_dir)
     path = model_dir / CARD
-    tmp = path.with_name(CARD + ".tmp")
-    tmp.write_text(render(model_dir, model_id), encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomically(path, render(model_dir, model_id))
     return path
 
 
@@ -328,7 +328,5 @@ def record_results(model_dir: str | os.PathLike, result: dict) -> Path:
               for key in ("avg_over", "transfer_avg_over")}
     recorded[split] = {**keep, **groups, "tasks": {k: {"score": v.get("score")} for k, v in tasks.items()
                                                   if isinstance(v, dict)}}
-    tmp = model_dir / (EVAL_RESULTS + ".tmp")
-    tmp.write_text(json.dumps(recorded, indent=2), encoding="utf-8")
-    os.replace(tmp, model_dir / EVAL_RESULTS)
+    write_text_atomically(model_dir / EVAL_RESULTS, json.dumps(recorded, indent=2))
     return write_card(model_dir)

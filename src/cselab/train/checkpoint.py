@@ -33,7 +33,6 @@ import os
 import shutil
 import struct
 import threading
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +42,7 @@ from safetensors.torch import load_file
 
 from cselab.config import Config
 from cselab.errors import CselabError, first_line
+from cselab.file_writes import write_text_atomically
 
 log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
@@ -82,16 +82,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
     """Replace ``path`` with ``data`` as JSON; readers see the old or the new file, never half of one.
     The temporary file is a fresh one per call: two writers of one file (two sweeps sharing an
     output folder) would otherwise write into, and rename away, each other's temporary file."""
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")  # unique across processes and machines
-    try:
-        with open(tmp, "x", encoding="utf-8") as handle:
-            handle.write(json.dumps(data, indent=2))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_text_atomically(path, json.dumps(data, indent=2), durable=True)
 
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}

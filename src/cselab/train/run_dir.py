@@ -12,6 +12,7 @@ from pathlib import Path
 
 from cselab.config import Config
 from cselab.errors import ConfigError, CselabError
+from cselab.file_writes import write_text_atomically
 from cselab.run_files import BEST_MODEL, CHECKPOINTS, KEPT_DIR, LOCK, METRICS, RUN_CONFIG
 from cselab.train import checkpoint as ckpt
 from cselab.train.distributed import from_main, gather_objects
@@ -187,6 +188,4 @@ def trim_metrics(path: Path, last_step: int) -> None:
                 kept.append(line)
         except (ValueError, KeyError, TypeError):
             pass  # a record cut short by the crash
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomically(path, "".join(line + "\n" for line in kept))
