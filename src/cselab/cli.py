@@ -105,6 +105,9 @@ def _run_train(args) -> int:
         return 0
     if not config.model.from_config:
         check_model_early(config.model.name_or_path)
+    from cselab.data.corpus import check_hf_source
+
+    check_hf_source(config.data.corpus)  # before torch is imported, as the model is checked
     from cselab.train.loop import train
 
     summary = train(config, resume=not args.no_resume)
@@ -272,13 +275,21 @@ def format_summary(summary: dict, max_steps: int | None = None, epochs: int = 1)
         choice = summary["precision"]
         lines.append(f"  device          {summary['device']}, {choice['precision']} ({choice['reason']})")
     if summary["sentences_per_second"]:
-        lines.append(f"  throughput      {summary['sentences_per_second']:.1f} sentences/s")
+        lines.append(f"  throughput      {throughput(summary)}")
     lines.append(f"  wall time       {summary['wall_seconds']:.1f} s")
     if summary["finished"] or summary.get("best_step") is not None:
         lines.append(f"  model           {summary['output_dir']}")
     else:
         lines.append(f"  checkpoints     {summary['output_dir']}/checkpoints")
     return "\n".join(lines)
+
+
+def throughput(summary: dict) -> str:
+    """Items a second, named for what they are: sentences, or a packed run's blocks of tokens."""
+    rate = summary["sentences_per_second"]
+    if summary.get("throughput_unit") == "block":  # summaries written before the key: sentences
+        return f"{rate:.1f} blocks/s (packed blocks of tokens, not sentences)"
+    return f"{rate:.1f} sentences/s"
 
 
 def geometry_lines(geometry: dict | None) -> list[str]:
@@ -343,7 +354,8 @@ def _encode_inputs(path: Path) -> list[str]:
     from cselab.data.corpus import is_file, text_lines
 
     if not is_file(path):
-        raise FileNotFoundError(f"{path}: input file not found")
+        what = "is a directory, not a text file" if path.is_dir() else "input file not found"
+        raise FileNotFoundError(f"{path}: {what}")
     return text_lines(path)
 
 
@@ -434,8 +446,11 @@ def is_user_error(exc: BaseException) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    existing = set(logging.getLogger().handlers)  # a host's own (pytest's) are left as they are
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    for handler in set(logging.getLogger().handlers) - existing:
+        handler.addFilter(not_printed_already)
     try:
         return args.func(args)
     except BrokenPipeError:  # `cselab recipes | head`: the reader has all it wants
@@ -452,6 +467,19 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"cselab {args.command}: error: {one_line(exc)}", file=sys.stderr)
         return 2
+
+
+def not_printed_already(record: logging.LogRecord) -> bool:
+    """False for a record a library's own handler prints (huggingface_hub and datasets add one to their
+    loggers, which also pass records on to ours): each line is printed once."""
+    logger = logging.getLogger(record.name)
+    while logger is not None and logger is not logging.getLogger():
+        if logger.handlers:
+            return False
+        if not logger.propagate:
+            break
+        logger = logger.parent
+    return True
 
 
 def _quiet_stdout() -> None:

@@ -168,6 +168,35 @@ def in_hub_cache(name: str) -> bool:
     return all(isinstance(found, str) for found in cached)
 
 
+def dataset_source_problem(name: str) -> str | None:
+    """Why the Hub dataset ``name`` (``hf:NAME``) cannot be read now (None: it may be): no local copy (a
+    folder of that name, the Hugging Face Hub's or the datasets library's cache) and the Hub unreachable.
+    Said at once, as for a model: the datasets library would retry for half a minute first."""
+    if _exists(Path(name).expanduser()) or in_dataset_cache(name):
+        return None
+    why = offline_reason()
+    if why:
+        return (f"not in the Hugging Face cache, and the Hub is unreachable ({why}); give a local file with "
+                f"--corpus, or get it where there is network: `hf download {name} --repo-type dataset`")
+    return None
+
+
+def in_dataset_cache(name: str) -> bool:
+    """A copy of the dataset is in the Hub's cache (downloaded files) or the datasets library's (prepared)."""
+    from huggingface_hub import constants
+
+    hub_copy = Path(constants.HF_HUB_CACHE) / f"datasets--{name.replace('/', '--')}" / "snapshots"
+    prepared = Path(os.environ.get("HF_DATASETS_CACHE") or Path(constants.HF_HOME) / "datasets")
+    return _exists(hub_copy) and any(hub_copy.iterdir()) or _exists(prepared / name.replace("/", "___"))
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError):  # a name the system cannot look up
+        return False
+
+
 def hub_offline() -> bool:
     """Offline by the environment (HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE), as huggingface_hub reads it."""
     from huggingface_hub import constants

@@ -134,7 +134,8 @@ class StsFileDev(_TaskMetric):
         super().__init__(data_dir, argument)
         self.task = StsFile(argument)
         if self.task.missing_files():
-            raise formats.MissingDataError(f"{self.task.path}: not found (train.select_on sts:PATH)")
+            raise formats.MissingDataError(f"{self.task.path}: {formats.why_absent(self.task.path)} "
+                                           f"(train.select_on sts:PATH)")
         self.task.data()
         self.label = f"STS file {self.task.path.name}"
 
@@ -197,7 +198,7 @@ class TransferDev(DevMetric):
         self.sentences = sorted(set().union(*(task.sentences() for task in self.tasks)))
 
     def names(self) -> str:
-        return " + ".join(task.display for task in self.tasks)
+        return " + ".join(task.title for task in self.tasks)
 
     def task_names(self) -> list[str]:
         return [task.name for task in self.tasks]

@@ -226,7 +226,7 @@ class _Card:
         precision = (s.get("precision") or {}).get("precision") if isinstance(s.get("precision"), dict) else None
         return (f"## Training cost\n\n{s.get('steps')} of {s.get('total_steps')} steps, "
                 f"{s.get('train_seconds')} s of training ({s.get('wall_seconds')} s wall), on {s.get('device')} "
-                f"in {precision or '?'}; {s.get('sentences_per_second')} sentences/s.")
+                f"in {precision or '?'}; {s.get('sentences_per_second')} {s.get('throughput_unit', 'sentence')}s/s.")
 
     def selection(self) -> str:
         s, every = self.summary, (self.run.get("train") or {}).get("eval_steps")

@@ -41,6 +41,8 @@ def summarize(process: Process, config: Config, parts: RunParts, run: RunCompone
         **run.selection.summary(metric_key(config.train.select_on[0])),
         "train_seconds": round(seconds, 2),
         "sentences_per_second": round(position.sentences_seen / seconds, 2) if seconds else None,
+        # What the loader's items are: a packed run's are blocks of max_seq_len tokens, not sentences.
+        "throughput_unit": "block" if config.data.packing else "sentence",
         "wall_seconds": round(clock.wall_seconds(), 2),
         # Share of train_seconds spent waiting for batches (metrics.py); the first window holds the loader's start-up.
         "loader_wait": round(clock.loader_wait_seconds / seconds, 4) if seconds else None,
