@@ -321,8 +321,12 @@ def _add_encode(sub) -> None:
     p.add_argument("--out", required=True, help="output .npy file (float32, one row per input line)")
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--normalize", action="store_true", help="L2-normalise the embeddings")
-    p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"], default="auto",
-                   help="auto: bf16/fp16 on a GPU, on a CPU bf16 only where it is native and faster, else fp32")
+    # fp32 by default, as cselab.load(MODEL).encode and SentenceTransformer(MODEL).encode: the same model gives
+    # the same vectors whichever way it is called; half precision only when asked.
+    p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"], default="fp32",
+                   help="fp32: the vectors cselab.load(MODEL).encode and sentence-transformers give; auto: bf16/fp16 "
+                        "on a GPU, on a CPU bf16 only where it is native and faster (faster; the vectors differ in "
+                        "about the third decimal)")
     p.add_argument("--device", default="auto", help="auto (CUDA when present, else CPU), cpu, cuda or cuda:N")
     p.set_defaults(func=_run_encode)
 
