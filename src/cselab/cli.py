@@ -11,6 +11,9 @@ from pathlib import Path
 
 from cselab.errors import CselabError, counted, single_line
 
+# The exit status of a command Ctrl-C ended (128 + SIGINT, as a shell reports it). A first Ctrl-C in training
+# is no interruption: the run saves a checkpoint and stops, exit 3.
+INTERRUPTED = 130
 # Subcommands owned by other packages: each module has register(subparsers).
 EXTENSIONS = ["cselab.evaluate.cli", "cselab.augment_command", "cselab.experiments.cli"]
 
@@ -86,7 +89,8 @@ def _add_run_arguments(p: argparse.ArgumentParser, default_recipe: str) -> None:
                    help="override any recipe key, e.g. --set optim.lr=1e-5 (repeatable)")
     p.add_argument("--no-resume", action="store_true", help="ignore checkpoints in --output-dir and start over")
     p.add_argument("--print-config", action="store_true", help="print the resolved configuration and exit")
-    p.set_defaults(func=_run_train)
+    p.set_defaults(func=_run_train, on_interrupt=": stopped at once by a second Ctrl-C, without saving; run the "
+                                                 "same command again to resume from the last checkpoint")
 
 
 def _run_train(args) -> int:
@@ -328,7 +332,7 @@ def _add_encode(sub) -> None:
                         "on a GPU, on a CPU bf16 only where it is native and faster (faster; the vectors differ in "
                         "about the third decimal)")
     p.add_argument("--device", default="auto", help="auto (CUDA when present, else CPU), cpu, cuda or cuda:N")
-    p.set_defaults(func=_run_encode)
+    p.set_defaults(func=_run_encode, on_interrupt="; nothing written")
 
 
 def _run_encode(args) -> int:
@@ -457,6 +461,12 @@ def main(argv: list[str] | None = None) -> int:
         handler.addFilter(not_printed_already)
     try:
         return args.func(args)
+    except KeyboardInterrupt:  # Ctrl-C where no handler stops cleanly: eval, encode, a second one in training
+        if args.verbose:
+            raise
+        _end_bars()
+        print(f"cselab {args.command}: interrupted (Ctrl-C){getattr(args, 'on_interrupt', '')}", file=sys.stderr)
+        return INTERRUPTED
     except BrokenPipeError:  # `cselab recipes | head`: the reader has all it wants
         _quiet_stdout()
         return 0
@@ -471,6 +481,13 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"cselab {args.command}: error: {one_line(exc)}", file=sys.stderr)
         return 2
+
+
+def _end_bars() -> None:
+    """Close the progress bars an interrupted command left open: its last line starts on a line of its own."""
+    tqdm_module = sys.modules.get("tqdm")
+    for bar in list(getattr(getattr(tqdm_module, "tqdm", None), "_instances", ()) or ()):
+        bar.close()
 
 
 def not_printed_already(record: logging.LogRecord) -> bool:

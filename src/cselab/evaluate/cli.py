@@ -63,7 +63,8 @@ def _add_eval(sub) -> None:
                    help="embedding cache (default: $CSELAB_CACHE/embeddings or ~/.cache/cselab/embeddings)")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write cached embeddings")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.set_defaults(func=_run_eval)
+    p.set_defaults(func=_run_eval, on_interrupt="; the tasks encoded so far are cached (a local model's, without "
+                                                "--no-cache): the same command goes on from them")
 
 
 def _data_dir(explicit: str | None) -> Path:
