@@ -251,6 +251,7 @@ def _selection_lines(summary: dict) -> list[str]:
         before = f"{base:.2f} before training -> " if base is not None else ""
         lines.append(f"  {summary.get('selection_label', key):<15} {before}{summary[f'best_{key}']:.2f} (best, step "
                      f"{summary['best_step']}; {summary['precision']['precision']})")
+        lines += _worse_than_base_lines(summary, key)
     for entry in summary.get("select_on", [])[1:]:
         key = metric_key(entry)
         if summary.get(f"best_{key}") is not None:
@@ -258,6 +259,17 @@ def _selection_lines(summary: dict) -> list[str]:
             lines.append(f"  {summary.get(f'{key}_label', key):<15} {summary[f'best_{key}']:.2f} (best, step "
                          f"{summary[f'best_{key}_step']}; {tasks}) in {summary[f'{key}_model']}")
     return lines
+
+
+def _worse_than_base_lines(summary: dict, key: str) -> list[str]:
+    """A warning where training made the model worse than its start, naming the start to use instead."""
+    if not summary.get("worse_than_base"):
+        return []
+    base = summary.get("base_model")
+    start = f"the base model, {base}," if base else "the starting (randomly initialised) model"
+    return [f"  warning         the best model is worse than before training ({summary[f'best_{key}']:.2f} against "
+            f"{summary[f'base_{key}']:.2f}): {start} scores higher; use it instead, or change the recipe (a lower "
+            f"optim.lr, more data)"]
 
 
 def format_summary(summary: dict, max_steps: int | None = None, epochs: int = 1) -> str:

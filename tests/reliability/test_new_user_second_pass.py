@@ -256,3 +256,46 @@ def test_a_line_said_during_a_sweep_starts_on_a_line_of_its_own():
     shown = screen.getvalue()
     before = shown[:shown.index("STS-B dev before training")]
     assert before.endswith(("\r", "\n")) and before.rstrip("\r").rstrip(" ").endswith(("\r", "\n")), repr(shown)
+
+
+# --- 10: a model worse than its start says so ------------------------------------------------------
+
+def worse_summary(**extra) -> dict:
+    return {"recipe": "simcse", "steps": 30, "total_steps": 30, "finished": True, "output_dir": "out",
+            "corpus": {"kept": 100, "skipped": {}}, "first_loss": 1.0, "final_loss": 0.5, "select_on": ["stsb_dev"],
+            "selected_by": "stsb_dev", "selection_label": "STS-B dev", "best_stsb_dev": 28.35, "best_step": 30,
+            "base_stsb_dev": 37.58, "base_model": "minilm", "precision": {"precision": "fp32", "reason": "forced"},
+            "device": "cpu", "sentences_per_second": 10.0, "wall_seconds": 5.0, **extra}
+
+
+def test_the_summary_says_when_training_made_the_model_worse_and_names_the_base():
+    from cselab.cli import format_summary
+    from cselab.train.summary import worse_than_base
+
+    summary = worse_summary()
+    assert worse_than_base(summary, "stsb_dev")
+    assert not worse_than_base({**summary, "best_stsb_dev": 40.0}, "stsb_dev")
+    assert not worse_than_base({**summary, "selected_by": "last_step"}, "stsb_dev")
+    text = format_summary({**summary, "worse_than_base": True})
+    assert ("warning         the best model is worse than before training (28.35 against 37.58): the base model, "
+            "minilm, scores higher") in text
+    assert "warning" not in format_summary({**summary, "best_stsb_dev": 40.0, "worse_than_base": False})
+
+
+def test_a_finished_run_that_got_worse_says_so_in_its_summary_and_card(tmp_path, small_corpus):
+    from cselab.config import load_config
+    from cselab.model.card import write_run_cards
+    from cselab.train.loop import train
+
+    run = tmp_path / "run"
+    overrides = [f"{k}={v}" for k, v in TINY.items()] + [f"data.corpus={small_corpus}", "optim.max_steps=2",
+                                                         f"train.output_dir={run}"]
+    summary = train(load_config("simcse", overrides), progress=False)
+    assert summary["worse_than_base"] is False and summary["base_model"] is None  # no selection; random start
+    summary.update(worse_summary(output_dir=str(run), worse_than_base=True, base_model="minilm"))
+    (run / "summary.json").write_text(json.dumps(summary))
+    config = json.loads((run / "train_config.json").read_text())
+    config["train"]["eval_steps"] = 10
+    (run / "train_config.json").write_text(json.dumps(config))
+    write_run_cards(run)
+    assert "Training made it worse than its start: `minilm` scores higher." in (run / "README.md").read_text()

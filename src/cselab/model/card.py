@@ -243,6 +243,9 @@ class _Card:
                     f"was {self.selection_value(metric)} at step {s.get('best_step')}.")
             if s.get(f"base_{metric}") is not None:
                 rule += f" Before training: {s[f'base_{metric}']:.2f}."
+            if s.get("worse_than_base"):
+                start = f"`{s['base_model']}`" if s.get("base_model") else "the randomly initialised start"
+                rule += f" Training made it worse than its start: {start} scores higher."
         elif self.marker.get("step") is not None:
             rule = f"The best evaluation so far (step {self.marker['step']}); the run has not finished."
         else:
