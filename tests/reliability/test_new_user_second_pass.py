@@ -299,3 +299,46 @@ def test_a_finished_run_that_got_worse_says_so_in_its_summary_and_card(tmp_path,
     (run / "train_config.json").write_text(json.dumps(config))
     write_run_cards(run)
     assert "Training made it worse than its start: `minilm` scores higher." in (run / "README.md").read_text()
+
+
+# --- 14: messages that mislead ---------------------------------------------------------------------
+
+def test_a_refused_resume_names_the_old_and_new_values(tmp_path, small_corpus):
+    code, out, err = cli(["train", "--corpus", str(small_corpus), "--output-dir", str(tmp_path / "run"),
+                          "--max-steps", "1", *tiny_sets(**{"train.save_steps": "1", "optim.lr": "1e-3"})])
+    assert code == 0, err
+    code, out, err = cli(["train", "--corpus", str(small_corpus), "--output-dir", str(tmp_path / "run"),
+                          "--max-steps", "1", *tiny_sets(**{"train.save_steps": "1", "optim.lr": "1e-4"})])
+    assert code == 2 and err.count("\n") == 1
+    assert "was made with a different optim.lr (0.001 then, 0.0001 now)" in err, err
+
+
+def test_describe_differences_cuts_a_long_value():
+    from cselab.train.checkpoint import describe_differences
+
+    saved = {"objective": [{"name": "infonce", "temperature": 0.05, "extra": "x" * 200}]}
+    text = describe_differences(saved, {"objective": [{"name": "focal"}]}, ["objective"])
+    assert text.startswith('objective ([{"name": "infonce"') and '..." then' not in text and "... then" in text
+    assert text.endswith('[{"name": "focal"}] now)')
+
+
+@pytest.mark.parametrize("folder", ["run", "run/checkpoints"])
+def test_eval_on_a_run_still_training_says_to_wait_not_to_train_again(tmp_path, folder):
+    import os
+    import socket
+
+    run = tmp_path / "run"
+    (run / "checkpoints" / "step-00000002").mkdir(parents=True)
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("a b .\tc d .\t1\ne f .\tg h .\t2\n")
+    (run / "train_config.json").write_text("{}")
+    (run / "metrics.jsonl").write_text("")
+    lock = {"pid": os.getpid(), "host": socket.gethostname(), "started": "2026-01-01 10:00:00"}
+    (run / ".cselab-train.lock").write_text(json.dumps(lock))
+    code, out, err = cli(["eval", str(tmp_path / folder), "--sts-file", str(pairs)])
+    assert code == 2 and err.count("\n") == 1
+    assert f"it is still training, pid {os.getpid()} on {socket.gethostname()}" in err and "again" not in err, err
+    lock["pid"] = 2 ** 22 + 12345  # no such process: the run died
+    (run / ".cselab-train.lock").write_text(json.dumps(lock))
+    code, out, err = cli(["eval", str(tmp_path / folder), "--sts-file", str(pairs)])
+    assert code == 2 and "run its train command again to finish" in err, err

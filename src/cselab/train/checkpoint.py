@@ -442,6 +442,18 @@ def config_differences(saved: dict | None, current: dict) -> list[str]:
     return [k for k in keys if k not in RESUME_SAFE_KEYS and old.get(k) != new.get(k)]
 
 
+def describe_differences(saved: dict | None, current: dict, keys: list[str], limit: int = 60) -> str:
+    """``keys`` (from :func:`config_differences`) with their values then and now, for the one-line refusal:
+    ``optim.lr (3e-05 then, 1e-05 now)``; a long value (an objective's list) is cut at ``limit`` characters."""
+    old, new = {**_flatten(Config().to_dict()), **_flatten(saved or {})}, _flatten(current)
+
+    def shown(value) -> str:
+        text = json.dumps(value, separators=(", ", ": ")) if value is not None else "unset"
+        return text if len(text) <= limit else text[:limit - 3] + "..."
+
+    return ", ".join(f"{key} ({shown(old.get(key))} then, {shown(new.get(key))} now)" for key in keys)
+
+
 def read_state(path: Path) -> dict:
     return json.loads((path / "state.json").read_text())
 

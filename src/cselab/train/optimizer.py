@@ -57,7 +57,9 @@ class OptimizerStep:
 
     With ``scaler`` (fp16 on a GPU), the step's loss is scaled before backward (:meth:`scale`); an
     update whose gradients overflowed is skipped by the scaler, which lowers its scale: such steps
-    are expected, so their non-finite gradient norm is not a fault (``overflow_is_fault``).
+    are expected, so their non-finite gradient norm is not a fault (``overflow_is_fault``). The
+    schedule advances with the updates applied, as in Hugging Face's Trainer: a skipped one leaves it
+    where it is. Whether AdamW stepped is known from its step hook, so no value is read back.
     """
 
     def __init__(self, optimizer, scheduler, parameters: list[torch.nn.Parameter], max_norm: float,
@@ -66,6 +68,11 @@ class OptimizerStep:
         self.max_norm, self.scaler = max_norm, scaler
         self.overflow_is_fault = scaler is None
         self.warned_scale = False
+        self.stepped = False  # set by the optimiser's own step: the scaler skips it after an overflow
+        optimizer.register_step_post_hook(self._applied)
+
+    def _applied(self, *_) -> None:
+        self.stepped = True
 
     def scale(self, loss: torch.Tensor) -> torch.Tensor:
         return loss if self.scaler is None else self.scaler.scale(loss)
@@ -75,12 +82,14 @@ class OptimizerStep:
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
         norm = clip_gradients(self.parameters, self.max_norm)
+        self.stepped = False
         if self.scaler is not None:
             self.scaler.step(self.optimizer)
             self.scaler.update()
         else:
             self.optimizer.step()
-        self.scheduler.step()
+        if self.stepped:
+            self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         return norm
 

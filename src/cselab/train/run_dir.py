@@ -14,6 +14,7 @@ from cselab.config import Config
 from cselab.errors import ConfigError, CselabError
 from cselab.file_writes import write_text_atomically
 from cselab.run_files import BEST_MODEL, CHECKPOINTS, KEPT_DIR, LOCK, METRICS, RUN_CONFIG
+from cselab.sources import holder_is_gone, lock_holder
 from cselab.train import checkpoint as ckpt
 from cselab.train.distributed import from_main, gather_objects
 
@@ -107,8 +108,8 @@ def output_lock(out_dir: Path) -> Iterator[None]:
                 json.dump(mine, handle)
             break
         except FileExistsError:
-            holder = _lock_holder(path)
-            if holder is not None and not _is_stale(holder):
+            holder = lock_holder(path)
+            if holder is not None and not holder_is_gone(holder):
                 who = f"pid {holder.get('pid')} on {holder.get('host')}, since {holder.get('started')}"
                 raise ConfigError(f"{out_dir}: another training run is using this directory ({who}); wait for it, "
                                   f"use another train.output_dir, or delete {path} if that run is gone") from None
@@ -116,7 +117,7 @@ def output_lock(out_dir: Path) -> Iterator[None]:
     try:
         yield
     finally:
-        if _lock_holder(path) == mine:
+        if lock_holder(path) == mine:
             path.unlink(missing_ok=True)
 
 
@@ -129,27 +130,6 @@ def _refuse_file_in_path(out_dir: Path) -> None:
                                   f"directory is a folder for the model, metrics.jsonl, summary.json and checkpoints "
                                   f"(pass a new folder, or a run's to resume it)")
             return
-
-
-def _lock_holder(path: Path) -> dict | None:
-    try:
-        holder = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return holder if isinstance(holder, dict) else None
-
-
-def _is_stale(holder: dict) -> bool:
-    """The lock's process is gone (only knowable on this host; another host's lock is kept)."""
-    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
-        return False
-    try:
-        os.kill(holder["pid"], 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
 
 
 def _open_run(out_dir: Path, config: Config, resume: bool) -> Path | None:
@@ -169,8 +149,9 @@ def _open_run(out_dir: Path, config: Config, resume: bool) -> Path | None:
         ckpt.check_layout(latest, state)  # before its settings are compared (an older layout keeps them elsewhere)
         differing = ckpt.config_differences(state.get("config"), config.to_dict())
         if differing:
+            changed = ckpt.describe_differences(state.get("config"), config.to_dict(), differing)
             raise ConfigError(f"{out_dir}: its checkpoint {latest.name} was made with a different "
-                              f"{', '.join(differing)}; run with the same settings to resume, or pass --no-resume "
+                              f"{changed}; run with the same settings to resume, or pass --no-resume "
                               f"(or another train.output_dir) to start over")
         trim_metrics(out_dir / METRICS, ckpt.checkpoint_step(latest))
     ckpt.write_json_atomic(out_dir / RUN_CONFIG, config.to_dict())
