@@ -163,7 +163,6 @@ def test_hf_hub_offline_is_said_without_trying(monkeypatch, tmp_path):
 
 
 def test_a_hanging_name_lookup_counts_as_unreachable(monkeypatch):
-    import socket
     import threading
     import time
 
@@ -173,7 +172,7 @@ def test_a_hanging_name_lookup_counts_as_unreachable(monkeypatch):
 
     def hanging(*args, **kwargs):  # a resolver that hangs, then gives up as a real one does (issue 39 item 15)
         released.wait(30)
-        raise socket.timeout("timed out")
+        raise TimeoutError("timed out")
 
     monkeypatch.setattr(source.socket, "create_connection", hanging)
     monkeypatch.setattr(threading, "excepthook", errors.append)

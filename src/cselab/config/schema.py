@@ -121,6 +121,10 @@ class TrainConfig:
     async_checkpoint: bool = True
     # How many of the newest checkpoints stay on disk (the best model is kept besides, in output_dir).
     keep_checkpoints: int = 1
+    # The optimiser's state (AdamW's moments: twice the weights) in the checkpoint of the last step. A
+    # finished run takes no more steps, so by default it is left out (the run folder keeps the model and
+    # a small final checkpoint, with which re-running the command says "done"); true keeps it.
+    keep_optimizer_state: bool = False
     # Alignment and uniformity of the starting and the trained model on this many corpus lines (held out
     # where the run leaves lines out), in the summary: a before/after signal without dev data (geometry.py).
     geometry_lines: int = 512

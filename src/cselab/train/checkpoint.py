@@ -53,7 +53,8 @@ RESUME_SAFE_KEYS = frozenset({"train.output_dir", "train.save_steps", "train.sav
                               "train.async_checkpoint", "train.log_steps", "train.num_workers",
                               "train.dist_timeout_minutes",
                               "train.compile", "model.unpad", "data.dev_dir", "model.trust_remote_code",
-                              "train.keep_checkpoints", "data.cache_token_ids", "train.report_to",
+                              "train.keep_checkpoints", "train.keep_optimizer_state", "data.cache_token_ids",
+                              "train.report_to",
                               "recipe"})  # the name: the settings themselves are compared
 
 

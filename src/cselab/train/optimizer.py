@@ -69,6 +69,7 @@ class OptimizerStep:
         self.overflow_is_fault = scaler is None
         self.warned_scale = False
         self.stepped = False  # set by the optimiser's own step: the scaler skips it after an overflow
+        self.moments_left_out = False  # restored from a finished run's checkpoint, which has no AdamW state
         optimizer.register_step_post_hook(self._applied)
 
     def _applied(self, *_) -> None:
@@ -79,6 +80,10 @@ class OptimizerStep:
 
     def __call__(self) -> torch.Tensor:
         """Apply the update; returns the gradients' norm (before clipping), on the device."""
+        if self.moments_left_out:
+            raise TrainingError("the checkpoint this run resumed from is a finished run's, kept without the "
+                                "optimiser's state (train.keep_optimizer_state: false); it cannot train further: "
+                                "start a new run (--no-resume, or another train.output_dir)")
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
         norm = clip_gradients(self.parameters, self.max_norm)
@@ -96,13 +101,20 @@ class OptimizerStep:
     def lr(self) -> float:
         return self.scheduler.get_last_lr()[0]
 
-    def state_dict(self) -> dict:
-        """AdamW's moments and step counts, the schedule's position and (fp16) the loss scale."""
-        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+    def state_dict(self, finished: bool = False) -> dict:
+        """AdamW's moments and step counts, the schedule's position and (fp16) the loss scale.
+        ``finished``: the run's last step, after which no update comes: AdamW's state (twice the weights)
+        is left out (None)."""
+        return {"optimizer": None if finished else self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
                 "scaler": None if self.scaler is None else self.scaler.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
+        # A finished run's last checkpoint has no AdamW state (state_dict(finished=True)): the run takes no
+        # more steps, and one that would is stopped in __call__ rather than go on with fresh moments.
+        self.moments_left_out = state["optimizer"] is None
+        if not self.moments_left_out:
+            self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         if self.scaler is not None and state["scaler"]:
             self.scaler.load_state_dict(state["scaler"])

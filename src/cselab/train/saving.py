@@ -1,5 +1,6 @@
 """When the loop saves (every ``save_steps``, every ``save_minutes`` by the main process's clock, at
-the end, on a signal) and what a save hands the checkpoint writer: every component's state."""
+the end, on a signal) and what a save hands the checkpoint writer: every component's state (the last
+step's without AdamW's moments, unless ``train.keep_optimizer_state``)."""
 from __future__ import annotations
 
 import time
@@ -25,6 +26,7 @@ class Checkpointing:
 
     def __init__(self, process: Process, train: TrainConfig, manifest: dict, writer: CheckpointWriter):
         self.process, self.manifest, self.writer = process, manifest, writer
+        self.keep_optimizer_state = train.keep_optimizer_state
         self.steps, self.seconds = train.save_steps, train.save_minutes * 60
         self.directory = CheckpointDir(process.out_dir / CHECKPOINTS, train.keep_checkpoints)
         self.last_save = time.monotonic()
@@ -48,6 +50,8 @@ class Checkpointing:
             raise TrainingError(f"step {run.step}: the weights are no longer finite; no checkpoint written. Resume "
                                 f"from the last good checkpoint in {self.directory.directory} with a lower optim.lr")
         states = {name: component.state_dict() for name, component in run.by_name().items()}
+        if run.position.last and not self.keep_optimizer_state:  # no update follows the last step
+            states["optimizer"] = run.optimizer.state_dict(finished=True)
         if self.process.main:
             # The final model saved at this step (best so far, or the last step's) already holds the encoder.
             saved_model = self.process.out_dir / "model.safetensors"
