@@ -124,10 +124,10 @@ PAPER_MODEL = "bert-base-uncased"  # the BERT-base rows every paper reports
 
 def paper_setting_overrides() -> list[str]:
     """``--set`` items for the papers' setting; paths JSON-quoted, which YAML reads back verbatim."""
-    from cselab.evaluate.download import default_senteval_dir, default_wiki1m_path
+    from cselab.evaluate.download import default_wiki1m_path, senteval_dir
 
     return [f"model.name_or_path={PAPER_MODEL}", f"data.corpus={json.dumps(str(default_wiki1m_path()))}",
-            "data.max_sentences=null", f"data.dev_dir={json.dumps(str(default_senteval_dir()))}"]
+            "data.max_sentences=null", f"data.dev_dir={json.dumps(str(senteval_dir()))}"]
 
 
 def require_paper_setting(config, fetch_data: bool = True) -> None:
@@ -196,16 +196,16 @@ def _corpus_dest_flag(corpus: str) -> str:
 
 
 def _senteval_folder(dev_dir: str | None) -> Path:
-    from cselab.evaluate.download import default_senteval_dir
+    from cselab.evaluate.download import senteval_dir
 
-    return Path(dev_dir).expanduser() if dev_dir else default_senteval_dir()
+    return senteval_dir(dev_dir)
 
 
 def _senteval_dest_flag(folder: Path) -> str:
-    """`` --dest DIR`` for `cselab data download` to fill ``folder``; empty at its default place."""
-    from cselab.evaluate.download import cselab_home
+    """`` --dest DIR`` for `cselab data download` to fill ``folder``; empty where it puts the data anyway."""
+    from cselab.evaluate.download import senteval_dir
 
-    return "" if folder == cselab_home() / "senteval" else f" --dest {folder}"
+    return "" if folder == senteval_dir() else f" --dest {folder}"
 
 
 def _missing_corpus(corpus: str, failure: str | None = None) -> str | None:
