@@ -152,7 +152,7 @@ def require_paper_setting(config, fetch_data: bool = True) -> None:
 
 
 def _fetch_missing_data(config, corpus: str | None, senteval: str | None) -> tuple[str | None, str | None]:
-    """Download the missing corpus and SentEval data where the download command puts them by default (a
+    """Download the missing corpus and SentEval data into their default places under ~/.cache/cselab (a
     path given with --corpus, data.dev_dir or $CSELAB_DATA is left to the user), then check again; returns
     the pieces still missing, each naming why its download failed. An unreachable source stops both."""
     from cselab.evaluate import download
@@ -165,7 +165,7 @@ def _fetch_missing_data(config, corpus: str | None, senteval: str | None) -> tup
     if corpus and not _corpus_dest_flag(config.data.corpus):
         fetches.append(("corpus", lambda: download.download_file(download.default_wiki1m_path(),
                                                                  url=download.WIKI1M_URL, fetcher=fetcher)))
-    if senteval and not _senteval_dest_flag(folder):
+    if senteval and folder == download.cselab_home() / "senteval":  # never into a place the user chose
         fetches.append(("SentEval", lambda: download.download(folder, url=download.DEFAULT_URL, fetcher=fetcher)))
     failures = {}
     for piece, fetch in fetches:
