@@ -342,3 +342,15 @@ def test_eval_on_a_run_still_training_says_to_wait_not_to_train_again(tmp_path, 
     (run / ".cselab-train.lock").write_text(json.dumps(lock))
     code, out, err = cli(["eval", str(tmp_path / folder), "--sts-file", str(pairs)])
     assert code == 2 and "run its train command again to finish" in err, err
+
+
+# --- 11c: the bar names every metric an evaluation scores ------------------------------------------
+
+@pytest.mark.xfail(strict=True, reason="needs train/loop.py (not this branch's to edit): "
+                                       "metrics.evaluating(' + '.join(source.label for source in selection.sources))")
+def test_the_bar_names_every_metric_an_evaluation_scores(tmp_path, small_corpus, senteval_dir):
+    code, out, err = cli(["train", "--corpus", str(small_corpus), "--output-dir", str(tmp_path / "run"),
+                          "--max-steps", "2", *tiny_sets(**{"train.eval_steps": "2", "data.dev_dir": str(senteval_dir),
+                                                            "train.select_on": "[stsb_dev,transfer_dev]"})])
+    assert code == 0, err
+    assert "evaluating STS-B dev + transfer dev..." in err  # AugCSE's transfer probes run under their name too
