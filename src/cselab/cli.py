@@ -14,6 +14,7 @@ from cselab.errors import CselabError, counted, single_line
 # The exit status of a command Ctrl-C ended (128 + SIGINT, as a shell reports it). A first Ctrl-C in training
 # is no interruption: the run saves a checkpoint and stops, exit 3.
 INTERRUPTED = 130
+
 # Subcommands owned by other packages: each module has register(subparsers).
 EXTENSIONS = ["cselab.evaluate.cli", "cselab.augment_command", "cselab.experiments.cli"]
 
