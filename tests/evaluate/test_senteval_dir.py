@@ -37,7 +37,8 @@ def looked_up(explicit: Path | None) -> dict[str, Path | None]:
             return None
 
     config = load_config("simcse", [f"data.dev_dir={explicit}"] if explicit else [])
-    sweep_argv = ["sweep", "--recipes", "simcse", "--out", "unused"] + (["--data-dir", str(explicit)] if explicit else [])
+    sweep_argv = ["sweep", "--recipes", "simcse", "--out", "unused"]
+    sweep_argv += ["--data-dir", str(explicit)] if explicit else []
     found = {"eval": evaluation(), "training": primary_metric(config)[0],
              "sweep": sweep_settings(build_parser().parse_args(sweep_argv)).data_dir}
     if explicit is None:
