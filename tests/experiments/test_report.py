@@ -144,7 +144,9 @@ def test_one_stsb_dev_figure_per_model_with_its_precision_and_a_base_model_row(f
     sts = _table_after(text, "STS: Spearman")
     assert sts[0] == "| Recipe | Seeds | Precision | STS-B (dev) | SICK-R (trial) | Avg. |"
     # the base model comes first, named, in the precision it was scored in, with only the figure it has
-    assert sts[2] == (f"| base model: minilm, before training | 9 runs | bf16 (in training) | {BASE_DEV:.2f} ± 0.00 "
+    # Issue 39 item 12: the 9 runs share one measurement of the base, so no "± 0.00" over seeds it never had.
+    assert sts[2] == (f"| base model: minilm, before training | 9 runs (1 measurement) | bf16 (in training) | "
+                      f"{BASE_DEV:.2f} "
                       "| - | - |")
     for recipe in RECIPES:
         cells = _row(text, f"{recipe} | 3")
@@ -176,7 +178,9 @@ def test_the_base_model_row_is_in_report_json_and_never_bold_or_tested(tmp_path)
     sts = json.loads(written["json"].read_text())["tables"]["sts"]
     [base] = sts["reference_rows"]
     assert base["label"] == "base model: minilm, before training" and base["precision"] == "bf16 (in training)"
-    assert base["cells"]["STSBenchmark"]["mean"] == pytest.approx(95.0) and base["cells"]["STSBenchmark"]["n"] == 4
+    # Issue 39 item 12: four runs recorded one shared measurement (n counts measurements, runs the runs).
+    assert base["cells"]["STSBenchmark"]["mean"] == pytest.approx(95.0) and base["cells"]["STSBenchmark"]["n"] == 1
+    assert base["runs"] == 4
     assert sorted(base["recipes"]) == ["simcse", "una"]
     assert set(sts["rows"]) == {"simcse", "una"} and sts["precision"] == {"simcse": "fp32", "una": "fp32"}
     assert any(sts["rows"][r]["STSBenchmark"]["best"] for r in ("simcse", "una"))
@@ -226,7 +230,8 @@ def test_with_the_test_split_the_dev_figures_and_the_base_row_get_their_own_tabl
     text = written["markdown"].read_text()
     table = _table_after(text, "STS-B dev: one figure per model")
     assert table[0] == "| Recipe | Seeds | Precision | STS-B (dev) |"
-    assert table[2].startswith(f"| base model: minilm, before training | 6 runs | bf16 (in training) | {BASE_DEV:.2f}")
+    assert table[2].startswith(f"| base model: minilm, before training | 6 runs (1 measurement) | bf16 (in training) | "
+                               f"{BASE_DEV:.2f}")  # issue 39 item 12: one shared measurement
     dev_rows = "\n".join(table)
     in_training = {r: [_summary(tmp_path / "s", r, s)["best_stsb_dev"] for s in (1, 2)] for r in ("simcse", "focal")}
     assert _row(dev_rows, "simcse | 2")[2:4] == ["bf16 (in training)", _mean_std(in_training["simcse"])]

@@ -11,7 +11,7 @@ SOURCE = Path(cselab.__file__).parent
 # docs/architecture.md's table, bottom up: a package (or module) name -> its layer.
 LAYERS = {
     "registry": 1, "errors": 1, "hardware": 1, "wordnet_data": 1, "citations": 1, "sources": 1,
-    "run_files": 1,
+    "run_files": 1, "file_writes": 1,
     "augment": 2, "losses": 2, "model": 2, "speed": 2,
     "evaluate": 3, "st": 3, "__init__": 3,
     "config": 4,

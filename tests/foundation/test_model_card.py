@@ -47,7 +47,10 @@ def test_a_trained_model_has_a_card_with_its_recipe_cost_selection_and_citations
         assert section in card
     assert "`ntxent`" in card and "`mlm`" in card and "clear_word_deletion" in card
     assert "3 of 3 steps" in card and "this is the last step's model (step 3)" in card
-    assert 'SentenceTransformer("run")' in card and 'cselab.load("run")' in card
+    # The usage loads the directory by its full path (issue 39, item 14: the bare name fails elsewhere).
+    path = json.dumps(str(clear_run.resolve()))
+    assert f"SentenceTransformer({path})" in card and f"cselab.load({path})" in card and card.startswith("---")
+    assert "\n# run\n" in card  # still titled by its name
     assert citations.CLEAR in card and citations.BERT in card and citations.SENTENCE_BERT in card
     assert citations.SIMCSE not in card  # no dropout view in this recipe
 

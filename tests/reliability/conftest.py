@@ -20,11 +20,13 @@ STEPS = 12
 
 def base_overrides(corpus: Path, out_dir: Path, **extra) -> list[str]:
     """12 steps of batch 8 on a tiny random BERT, fp32, a checkpoint every 3 steps (two kept, so a corrupt
-    newest one has one to fall back on), no evaluation."""
+    newest one has one to fall back on), no evaluation. The last step's checkpoint keeps the optimiser's
+    state too (a finished run's leaves it out by default): these tests check every component's file."""
     settings = {"model.from_config": json.dumps(TINY_BERT), "data.corpus": str(corpus), "data.max_sentences": "null",
                 "optim.batch_size": 8, "optim.lr": "1e-3", "optim.max_steps": STEPS, "train.precision": "fp32",
                 "train.save_steps": 3,
-                "train.keep_checkpoints": 2, "train.eval_steps": 0, "train.log_steps": 1, "train.num_workers": 0,
+                "train.keep_checkpoints": 2, "train.keep_optimizer_state": "true",
+                "train.eval_steps": 0, "train.log_steps": 1, "train.num_workers": 0,
                 "train.seed": 5, "train.output_dir": str(out_dir)}
     settings.update(extra)
     return [f"{key}={value}" for key, value in settings.items()]

@@ -192,7 +192,7 @@ def test_every_process_follows_the_main_process_clock(monkeypatch):
     the answer is rank 0's, shared at the window."""
     import cselab.train.checkpoint as saving
 
-    train_config = SimpleNamespace(save_steps=0, save_minutes=10.0, keep_checkpoints=1)
+    train_config = SimpleNamespace(save_steps=0, save_minutes=10.0, keep_checkpoints=1, keep_optimizer_state=False)
     other = Checkpointing(SimpleNamespace(main=False, processes=2, out_dir=Path("run")), train_config, {}, None)
     asked = []
 

@@ -163,14 +163,26 @@ def test_hf_hub_offline_is_said_without_trying(monkeypatch, tmp_path):
 
 
 def test_a_hanging_name_lookup_counts_as_unreachable(monkeypatch):
+    import threading
     import time
 
     import cselab.sources as source
 
-    monkeypatch.setattr(source.socket, "create_connection", lambda *a, **k: time.sleep(30))  # a resolver that hangs
+    released, errors = threading.Event(), []
+
+    def hanging(*args, **kwargs):  # a resolver that hangs, then gives up as a real one does (issue 39 item 15)
+        released.wait(30)
+        raise TimeoutError("timed out")
+
+    monkeypatch.setattr(source.socket, "create_connection", hanging)
+    monkeypatch.setattr(threading, "excepthook", errors.append)
     started = time.monotonic()
     reason = source.unreachable_reason()
     assert time.monotonic() - started < source.CONNECT_SECONDS + 1 and reason.endswith("no answer")
+    released.set()  # the attempt ends with the test, not during a later one
+    for thread in [t for t in threading.enumerate() if t.name == source.CONNECT_THREAD]:
+        thread.join(5)
+    assert errors == []  # the attempt's thread raised nothing (pytest would warn of it in some later test)
 
 
 def test_encode_refuses_an_unservable_name_before_importing_torch(tmp_path):

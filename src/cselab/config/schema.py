@@ -177,6 +177,10 @@ class TrainConfig:
     keep_checkpoints: int = setting(1, "how many of the newest checkpoints stay on disk (the best model is kept "
                                        "besides, in output_dir)", check=Check(lambda v: v >= 1, "must be >= 1"),
                                     resume_safe=True)
+    keep_optimizer_state: bool = setting(False, "the optimiser's state (AdamW's moments: twice the weights) in the "
+                                                "checkpoint of the last step too; a finished run takes no more "
+                                                "steps, so by default it is left out (re-running the command still "
+                                                "says done)", resume_safe=True)
     geometry_lines: int = setting(512, "alignment and uniformity of the starting and the trained model on this many "
                                        "corpus lines (held out where the run leaves lines out), in the summary; 0: off",
                                   check=Check(lambda v: v == 0 or v >= 2, "must be 0 (off) or >= 2"))

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cselab.errors import CselabError, counted
+from cselab.sources import dataset_source_problem
 from cselab.wordnet_data import WordNetUnavailable, wordnet_dir
 
 # Longer lines are cut: the tokenizer keeps at most max_seq_len tokens anyway.
@@ -352,12 +353,22 @@ def iter_corpus(spec: str, column: str | None = None, stats: CorpusStats | None 
             yield text
 
 
+def check_hf_source(spec: str) -> None:
+    """An ``hf:NAME[:SPLIT]`` corpus with no local copy while the Hub is unreachable fails at once, in one
+    line (the datasets library would retry for half a minute); other corpora pass."""
+    if spec.startswith("hf:"):
+        problem = dataset_source_problem(spec[3:].partition(":")[0])
+        if problem:
+            raise CorpusError(f"{spec}: {problem}")
+
+
 def _hf_rows(name: str, column: str | None) -> Iterator[str]:
     """A Hugging Face dataset, ``NAME`` or ``NAME:SPLIT`` (needs the network or a local cache)."""
     try:
         from datasets import load_dataset
     except ImportError:
         raise CorpusError(f"hf:{name}: needs the 'datasets' package (pip install 'cselab[data]')") from None
+    check_hf_source(f"hf:{name}")
     dataset_name, _, split = name.partition(":")
     dataset = load_dataset(dataset_name, split=split or "train", streaming=True)
     key = column or "text"

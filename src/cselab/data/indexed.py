@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from cselab.data.corpus import CorpusError, CorpusStats, _decode, clean_line, is_file, iter_corpus, text_encoding
+from cselab.file_writes import write_text_atomically
 
 # Part of every index and spool cache key: a reader change (UTF-8 is now checked, not replaced)
 # must not reuse what an older one cached.
@@ -44,12 +45,6 @@ def own_part(path: Path) -> Path:
     """This process's temporary name for ``path``: processes of one run may write the same cache file
     at once, each then moves its own finished copy into place."""
     return path.with_name(f".{path.name}.{os.getpid()}.part")
-
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    part = own_part(path)
-    part.write_text(text, encoding="utf-8")
-    os.replace(part, path)
 
 
 def _add_saved_counts(stats: CorpusStats, stats_file: Path) -> None:
@@ -80,7 +75,7 @@ def spool(spec: str, column: str | None) -> tuple[Path, CorpusStats]:
             with open(part, "w", encoding="utf-8", errors="surrogatepass") as out:
                 for sentence in iter_corpus(spec, column, stats):  # cleaned: no line breaks inside
                     out.write(sentence + "\n")
-            _write_text_atomic(stats_file, json.dumps(stats.to_dict()))  # the counts first: whoever
+            write_text_atomically(stats_file, json.dumps(stats.to_dict()))  # the counts first: whoever
             os.replace(part, text_file)  # sees the text sees its counts
         finally:
             part.unlink(missing_ok=True)
@@ -101,7 +96,7 @@ def content_digest(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     cached.parent.mkdir(parents=True, exist_ok=True)
-    _write_text_atomic(cached, digest.hexdigest())
+    write_text_atomically(cached, digest.hexdigest())
     return digest.hexdigest()
 
 
@@ -135,7 +130,7 @@ class IndexedTextCorpus(Sequence[str]):
             tmp.unlink(missing_ok=True)  # also when a line is not UTF-8: no stray part file in the cache
         part = own_part(index_file).with_suffix(".npy")  # np.save adds .npy to any other name
         np.save(part, offsets, allow_pickle=False)
-        _write_text_atomic(stats_file, json.dumps(stats.to_dict()))  # the counts first: whoever sees
+        write_text_atomically(stats_file, json.dumps(stats.to_dict()))  # the counts first: whoever sees
         os.replace(part, index_file)  # the index sees its counts too
 
     def _write_offsets(self, out, stats: CorpusStats, progress: bool) -> None:

@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
-import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,8 +33,8 @@ import torch
 
 from cselab.data.corpus import corpus_fingerprint
 from cselab.data.indexed import READER_VERSION, cache_dir, own_part
-
-log = logging.getLogger(__name__)
+from cselab.errors import counted
+from cselab.file_writes import replace_atomically
 
 TOKENIZE_CHUNK = 4096  # lines per call of the (batched, Rust) tokenizer
 # Part of every cache key: raised when the files' layout or meaning changes, so old caches are not read.
@@ -108,7 +107,9 @@ def token_ids(corpus: Sequence[str], tokenizer) -> TokenIds:
     directory = cache_dir("token-ids")
     if not (directory / f"{key}.ids.npy").is_file():
         directory.mkdir(parents=True, exist_ok=True)
-        log.info("tokenising %d lines once (cached in %s)", len(corpus), directory)
+        # Said, not logged: it can take a minute, and where no bar is drawn (a log) it would look like a hang.
+        print(f"tokenising {counted(len(corpus), 'line')} once (cached for later runs in {directory})...",
+              file=sys.stderr, flush=True)
         _write(directory, key, corpus, tokenizer)
     return TokenIds(directory, key)
 
@@ -140,9 +141,8 @@ def _write(directory: Path, key: str, corpus: Sequence[str], tokenizer) -> None:
 
 
 def _save(path: Path, array: np.ndarray) -> None:
-    part = own_part(path).with_suffix(".npy")  # np.save adds .npy to any other name
-    np.save(part, array, allow_pickle=False)
-    os.replace(part, path)
+    with replace_atomically(path, "wb") as handle:  # np.save on a handle keeps the exact name
+        np.save(handle, array, allow_pickle=False)
 
 
 def document_starts(corpus: Sequence[str]) -> np.ndarray:

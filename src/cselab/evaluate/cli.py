@@ -35,7 +35,8 @@ def _add_eval(sub) -> None:
     p.add_argument("--split", choices=["test", "dev"], default="test",
                    help="test: the papers' protocol; dev: STS-B dev, SICK trial, SST-2 dev, MRPC train CV "
                         "(model selection)")
-    p.add_argument("--data-dir", help="SentEval data directory (default: $CSELAB_DATA, then ~/.cache/cselab/senteval)")
+    p.add_argument("--data-dir", help="SentEval data directory (default: $CSELAB_DATA when set, else "
+                                      "~/.cache/cselab/senteval; as training looks)")
     p.add_argument("--json", help="write the results as JSON here "
                                   "(one model: its dict with 'avg'; several: {'models': [...]})")
     p.add_argument("--markdown", help="write the Markdown tables here (default: the --json path with .md)")
@@ -63,24 +64,22 @@ def _add_eval(sub) -> None:
                    help="embedding cache (default: $CSELAB_CACHE/embeddings or ~/.cache/cselab/embeddings)")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write cached embeddings")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.set_defaults(func=_run_eval)
+    p.set_defaults(func=_run_eval, on_interrupt="; the tasks encoded so far are cached (a local model's, without "
+                                                "--no-cache): the same command goes on from them")
 
 
 def _data_dir(explicit: str | None) -> Path:
-    import os
-
-    from cselab.evaluate.download import DEFAULT_DEST
+    """The SentEval directory (``download.senteval_dir``: --data-dir, else $CSELAB_DATA, else the download
+    folder, as training looks), which must exist; the task files in it are checked by the tasks."""
+    from cselab.evaluate.download import senteval_dir, senteval_source
     from cselab.evaluate.formats import DOWNLOAD_HINT
 
-    if explicit:
-        path = Path(explicit).expanduser()
-        if not path.is_dir():
-            raise FileNotFoundError(f"{path}: data directory not found ({DOWNLOAD_HINT})")
+    path = senteval_dir(explicit)
+    if path.is_dir():
         return path
-    for candidate in (os.environ.get("CSELAB_DATA"), str(DEFAULT_DEST)):
-        if candidate and Path(candidate).expanduser().is_dir():
-            return Path(candidate).expanduser()
-    raise FileNotFoundError(f"{DEFAULT_DEST}: no SentEval data directory; run `cselab data download` "
+    if explicit:
+        raise FileNotFoundError(f"{path}: data directory not found ({DOWNLOAD_HINT})")
+    raise FileNotFoundError(f"{path}: no SentEval data directory ({senteval_source()}); run `cselab data download` "
                             "(or pass --data-dir / set CSELAB_DATA)")
 
 
@@ -92,6 +91,19 @@ def find_data_dir(explicit: str | None) -> Path | None:
         if explicit:
             raise
         return None
+
+
+def refuse_foreign_cards(models: list[str]) -> None:
+    """--update-card writes only the cards of directories cselab saved; any other model stops the command
+    before any work, so nothing is written (an installed package's or a Hub model's card is its author's)."""
+    from cselab.errors import ConfigError
+    from cselab.model.card import card_refusal
+    from cselab.sources import resolve_model_path
+
+    for name in models:
+        refused = card_refusal(name, resolve_model_path(name))
+        if refused:
+            raise ConfigError(f"--update-card: {refused}; run without --update-card for this model")
 
 
 def eval_tasks(args) -> list[str]:
@@ -115,6 +127,8 @@ def _run_eval(args) -> int:
 
         require_mteb()  # the missing package is said first, before any path is looked at
         return run_mteb_command(args, device, find_data_dir(args.data_dir))
+    if args.update_card:
+        refuse_foreign_cards(args.models)
     spec = eval_tasks(args)
     # Fail on bad task names or missing files before loading any model.
     names = tasks.resolve(spec, args.split)
@@ -147,7 +161,7 @@ def _run_eval(args) -> int:
 
 
 def _add_data(sub) -> None:
-    from cselab.evaluate.download import BASE_MODEL_COMMAND, DEFAULT_DEST, DEFAULT_URL, WIKI1M_NAME, WIKI1M_URL
+    from cselab.evaluate.download import BASE_MODEL_COMMAND, DEFAULT_URL, WIKI1M_NAME, WIKI1M_URL
 
     p = sub.add_parser("data", help="download or check the SentEval evaluation data (and the wiki1m corpus)")
     actions = p.add_subparsers(dest="action", required=True)
@@ -160,7 +174,8 @@ def _add_data(sub) -> None:
     down.add_argument("target", nargs="?", choices=["senteval", "wiki1m"], default="senteval",
                       help="what to fetch")
     down.add_argument("--dest", help=f"where to put it (senteval: a directory in SentEval's layout, default "
-                                     f"{DEFAULT_DEST}; wiki1m: a file, default $CSELAB_WIKI1M or "
+                                     f"$CSELAB_DATA when set, else ~/.cache/cselab/senteval, where eval and "
+                                     f"training look; wiki1m: a file, default $CSELAB_WIKI1M or "
                                      f"~/.cache/cselab/{WIKI1M_NAME})")
     down.add_argument("--url", help=f"what to fetch, http(s):// or file:// (senteval: a tar or zip, default "
                                     f"{DEFAULT_URL}; wiki1m: the text file, default {WIKI1M_URL})")
@@ -169,7 +184,7 @@ def _add_data(sub) -> None:
     down.set_defaults(func=_run_download)
     chk = actions.add_parser("check", help="list which tasks have their files in a data directory")
     chk.add_argument("--data-dir",
-                     help="SentEval data directory (default: $CSELAB_DATA, then ~/.cache/cselab/senteval)")
+                     help="SentEval data directory (default: $CSELAB_DATA when set, else ~/.cache/cselab/senteval)")
     chk.set_defaults(func=_run_check)
 
 
@@ -177,10 +192,9 @@ def _run_download(args) -> int:
     if args.target == "wiki1m":
         return _download_wiki1m(args)
     from cselab.errors import counted
-    from cselab.evaluate.download import DEFAULT_URL, cselab_home, download
+    from cselab.evaluate.download import DEFAULT_URL, download
 
-    dest = Path(args.dest) if args.dest else cselab_home() / "senteval"
-    done = download(dest, url=args.url or DEFAULT_URL, sha256=args.sha256, force=args.force)
+    done = download(args.dest, url=args.url or DEFAULT_URL, sha256=args.sha256, force=args.force)
     if done["status"] == "downloaded":
         print(f"SentEval data ({counted(done['files'], 'file')} checked) -> {done['dest']}\n"
               f"archive: {counted(done['bytes'], 'byte')}, sha256 {done['sha256']}")

@@ -12,7 +12,6 @@ are imported only when a metric is built, so the recipe check stays light.
 """
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +20,7 @@ import numpy as np
 
 from cselab.errors import UnknownNameError
 from cselab.evaluate import formats
+from cselab.evaluate.download import senteval_dir
 from cselab.registry import Registry
 
 STSB_DEV = Path("STS/STSBenchmark/sts-dev.csv")
@@ -33,14 +33,14 @@ __all__ = ["DEV_METRICS", "STSB_DEV", "TRANSFER_DEV_TASKS", "DevMetric", "StsFil
 
 
 def find_senteval_dir(explicit: str | None = None) -> Path | None:
-    """The SentEval data directory: explicit (``data.dev_dir``, ``--data-dir``), ``$CSELAB_DATA``, or
-    where ``cselab data download`` puts it (``~/.cache/cselab/senteval``); None when none has STS-B dev."""
-    candidates = [explicit, os.environ.get("CSELAB_DATA"), str(Path.home() / ".cache" / "cselab" / "senteval")]
-    for candidate in candidates:
-        if candidate and _has_stsb_dev(Path(candidate).expanduser()):
-            return Path(candidate).expanduser()
+    """The SentEval directory model selection reads, where ``cselab eval`` looks (``download.senteval_dir``:
+    explicit ``data.dev_dir``/``--data-dir``, else ``$CSELAB_DATA``, else ``~/.cache/cselab/senteval``)
+    when it holds STS-B dev; None when it does not (an explicit one without it is an error)."""
+    folder = senteval_dir(explicit)
+    if _has_stsb_dev(folder):
+        return folder
     if explicit:
-        raise FileNotFoundError(f"{Path(explicit) / STSB_DEV}: STS-B dev not found "
+        raise FileNotFoundError(f"{folder / STSB_DEV}: STS-B dev not found "
                                 f"(run `cselab data download --dest {explicit}`)")
     return None
 
@@ -134,7 +134,8 @@ class StsFileDev(_TaskMetric):
         super().__init__(data_dir, argument)
         self.task = StsFile(argument)
         if self.task.missing_files():
-            raise formats.MissingDataError(f"{self.task.path}: not found (train.select_on sts:PATH)")
+            raise formats.MissingDataError(f"{self.task.path}: {formats.why_absent(self.task.path)} "
+                                           f"(train.select_on sts:PATH)")
         self.task.data()
         self.label = f"STS file {self.task.path.name}"
 
@@ -197,7 +198,7 @@ class TransferDev(DevMetric):
         self.sentences = sorted(set().union(*(task.sentences() for task in self.tasks)))
 
     def names(self) -> str:
-        return " + ".join(task.display for task in self.tasks)
+        return " + ".join(task.title for task in self.tasks)
 
     def task_names(self) -> list[str]:
         return [task.name for task in self.tasks]

@@ -23,9 +23,9 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from cselab.errors import CselabError, counted
+from cselab.file_writes import follow_umask_tree
 
 DEFAULT_URL = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/senteval.tar"
-DEFAULT_DEST = Path.home() / ".cache" / "cselab" / "senteval"
 # SimCSE's unsupervised training corpus: 10^6 sentences sampled from English Wikipedia.
 WIKI1M_URL = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/wiki1m_for_simcse.txt"
 WIKI1M_NAME = "wiki1m_for_simcse.txt"
@@ -37,9 +37,19 @@ def cselab_home() -> Path:
     return Path.home() / ".cache" / "cselab"
 
 
-def default_senteval_dir() -> Path:
-    """Where `cselab eval` and training look for SentEval's data: $CSELAB_DATA, else the download folder."""
-    return Path(os.environ.get("CSELAB_DATA") or cselab_home() / "senteval").expanduser()
+def senteval_dir(explicit: str | os.PathLike | None = None) -> Path:
+    """The SentEval data directory, by the one rule every command follows (`cselab eval` and `cselab data`,
+    training's model selection, sweeps, --paper-setting, `cselab data download`'s destination):
+    ``explicit`` (--data-dir, data.dev_dir) when given, else $CSELAB_DATA when set, else
+    ~/.cache/cselab/senteval. Where to look, not whether anything is there: each caller checks the files
+    it needs, and none falls back to another place (they could then disagree about the data)."""
+    chosen = explicit or os.environ.get("CSELAB_DATA") or cselab_home() / "senteval"
+    return Path(chosen).expanduser()
+
+
+def senteval_source(explicit: str | os.PathLike | None = None) -> str:
+    """Which input :func:`senteval_dir` took its answer from, for messages."""
+    return "given" if explicit else "$CSELAB_DATA" if os.environ.get("CSELAB_DATA") else "the default place"
 
 
 def default_wiki1m_path() -> Path:
@@ -171,10 +181,11 @@ def find_layout_root(folder: Path, depth: int = 3) -> Path | None:
     return None
 
 
-def download(dest: Path = DEFAULT_DEST, url: str = DEFAULT_URL, sha256: str | None = None, force: bool = False,
+def download(dest: Path | None = None, url: str = DEFAULT_URL, sha256: str | None = None, force: bool = False,
              fetcher: Callable[[str, Path], dict] | None = None, progress: bool = True) -> dict:
-    """Download, verify and unpack SentEval's data into ``dest``; returns what was done."""
-    dest = Path(dest).expanduser()
+    """Download, verify and unpack SentEval's data into ``dest`` (default: :func:`senteval_dir`, where every
+    command looks); returns what was done."""
+    dest = senteval_dir(dest)
     needed = required_files()
     if not force and dest.is_dir() and all((dest / f).is_file() for f in needed):
         return {"dest": str(dest), "status": "already complete", "files": len(needed)}
@@ -193,6 +204,7 @@ def download(dest: Path = DEFAULT_DEST, url: str = DEFAULT_URL, sha256: str | No
         if absent:
             more = f" and {counted(len(absent) - 1, 'more file')}" if len(absent) > 1 else ""
             raise DownloadError(f"{url}: the archive lacks {absent[0]}{more}")
+        follow_umask_tree(root)  # an archive's members come with its modes, not the user's umask
         dest.mkdir(parents=True, exist_ok=True)
         for item in root.iterdir():
             target = dest / item.name

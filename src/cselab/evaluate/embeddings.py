@@ -17,6 +17,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from cselab.errors import counted
+from cselab.file_writes import replace_atomically
 
 log = logging.getLogger(__name__)
 
@@ -97,10 +98,9 @@ class EmbeddingStore:
         result = np.stack([self.memory[s] for s in sentences]) if sentences else np.zeros((0, 0), np.float32)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_name(path.name + f".{os.getpid()}.tmp")
-            with open(partial, "wb") as handle:  # np.save on a handle keeps the exact name
+            # atomic: an interrupted write never leaves a half file (np.save on a handle keeps the exact name)
+            with replace_atomically(path, "wb") as handle:
                 np.save(handle, result, allow_pickle=False)
-            os.replace(partial, path)  # atomic: an interrupted write never leaves a half file
             self.stats["cache_files_written"] += 1
         return result
 

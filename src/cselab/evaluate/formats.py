@@ -24,6 +24,11 @@ class MissingDataError(FileNotFoundError):
     """A SentEval file that is not in the data directory."""
 
 
+def why_absent(path: Path) -> str:
+    """What a file that cannot be read is instead: a directory, or nothing at all."""
+    return "is a directory, not a file" if path.is_dir() else "not found"
+
+
 def require(path: Path) -> Path:
     if not path.is_file():
         raise MissingDataError(f"{path}: not found; the SentEval data is missing ({DOWNLOAD_HINT})")
@@ -268,6 +273,9 @@ def read_pairs_file(path: Path) -> SentencePairs:
         right.append(normalize(second))
     if len(scores) < 2:
         raise DataFormatError(f"{path}: {counted(len(scores), 'scored pair')}; a correlation needs at least 2")
+    if len(set(scores)) == 1:  # Spearman against a constant is undefined: a table would show only "-"
+        raise DataFormatError(f"{path}: every pair has the score {scores[0]:g}; a correlation needs scores "
+                              f"that differ")
     return SentencePairs(left, right, np.asarray(scores, dtype=np.float64))
 
 

@@ -12,16 +12,18 @@ import numpy as np
 
 from cselab.errors import UnknownNameError
 from cselab.evaluate.embeddings import CACHE_FORMAT
+from cselab.model.card import CARD, EVAL_RESULTS
 from cselab.run_files import CHECKPOINTS, EVAL_FILE, RUN_CONFIG, SUMMARY, SWEEP_FILE, VERSIONS
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".json", ".txt", ".model")
-# Files a training run or a sweep writes beside its model: they change without the weights changing.
-RUN_FILES = (SUMMARY, RUN_CONFIG, VERSIONS, SWEEP_FILE)
+# Files written beside a model that change without the weights changing: a training run's and a sweep's,
+# and the card with the results `cselab eval --update-card` records in it.
+RUN_FILES = (SUMMARY, RUN_CONFIG, VERSIONS, SWEEP_FILE, CARD, EVAL_RESULTS)
 
 
 def _is_model_file(file: Path, root: Path) -> bool:
     relative = file.relative_to(root)
-    return (file.suffix in WEIGHT_SUFFIXES and file.name != "README.md" and len(relative.parts) <= 3
+    return (file.suffix in WEIGHT_SUFFIXES and len(relative.parts) <= 3
             and CHECKPOINTS not in relative.parts and file.name not in RUN_FILES
             and not fnmatchcase(file.name, EVAL_FILE.format(split="*")))
 

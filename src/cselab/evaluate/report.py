@@ -45,7 +45,10 @@ def markdown(results: list[dict]) -> str:
     """Side-by-side tables for one or more models evaluated on the same tasks."""
     first = results[0]
     split = first["split"]
-    title = "test: the papers protocol" if split == "test" else "dev: model selection data"
+    # A user's own files have no test or dev part: the split is SentEval's, said only where its tasks ran.
+    own_only = all(task_class(n).group == "own" for r in results for n in r["tasks"])
+    title = ("your own data" if own_only else "test: the papers' protocol" if split == "test"
+             else "dev: model selection data")
     lines = [f"# cselab evaluation ({title})", ""]
     sts = [n for n in group_names("sts") if any(n in r["tasks"] for r in results)]
     if sts:
@@ -84,9 +87,18 @@ def markdown(results: list[dict]) -> str:
     for r in results:
         lines.append(f"- {r['model']}: path {r.get('path')}, pooler {r.get('pooler')}, max_seq_len "
                      f"{r.get('max_seq_len')}, precision {r.get('precision')}")
-    data = f"Data directory: {first['data_dir']} (split {split})" if first.get("data_dir") else f"Split {split}"
-    lines += ["", f"{data}; seed {first['seed']}; {first['date']}.", ""]
+    if any("score" in value and _undefined(value["score"]) for r in results for value in r["tasks"].values()):
+        lines += ["", "-: the correlation is undefined: the model gave every pair of that task the same similarity."]
+    data = (f"Data directory: {first['data_dir']} (split {split}); " if first.get("data_dir")
+            else "" if own_only else f"Split {split}; ")
+    closing = f"{data}seed {first['seed']}; {first['date']}."
+    lines += ["", closing[0].upper() + closing[1:], ""]
     return "\n".join(lines)
+
+
+def _undefined(score) -> bool:
+    """A score that was computed and is no number (a correlation with a constant side; null in JSON)."""
+    return score is None or (isinstance(score, float) and math.isnan(score))
 
 
 def write(results: list[dict], json_path: Path | None, markdown_path: Path | None,

@@ -50,7 +50,7 @@ def evaluate(model: LoadedModel | Encoder, data_dir: str | Path | None, tasks: s
         iterator = tqdm(built, desc=f"eval {description['model']}", unit="task")
     for task in iterator:
         if progress:
-            iterator.set_postfix_str(task.display)
+            iterator.set_postfix_str(task.title)
         start = time.perf_counter()
         sentences = task.sentences()
         vectors = store.embed(task.cache_name, task.files(), sentences)

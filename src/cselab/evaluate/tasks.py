@@ -106,6 +106,12 @@ class _Base:
         return (cls.dev_label if split == "dev" else None) or cls.display or cls.name
 
     @property
+    def title(self) -> str:
+        """The task's short name in messages and progress bars: its heading, else its name (MRPC has no
+        heading of its own)."""
+        return self.display or self.name
+
+    @property
     def cache_name(self) -> str:
         """The embedding cache's name for this task's sentences (it changes when the task uses a subset)."""
         return self.name
@@ -481,7 +487,7 @@ def build(names: list[str], data_dir: Path | None, split: str = "test",
             tasks.append(cls(data_dir=Path(data_dir), split=split, settings=settings))
     own = [f for t in tasks if isinstance(t, _FileTask) for f in t.missing_files()]
     if own:
-        raise formats.MissingDataError(f"{own[0]}: not found")
+        raise formats.MissingDataError(f"{own[0]}: {formats.why_absent(own[0])}")
     missing = [f for t in tasks for f in t.missing_files()]
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""

@@ -136,9 +136,12 @@ def base_label(base: BaseModel, several: bool) -> str:
 
 
 def base_rows(runs: list[Run], column_key: str) -> list[ReferenceRow]:
+    """A row per base model. Runs that recorded the same value share one measurement (a sweep measures the
+    base once and gives it to the later runs): it is counted once, with no spread over seeds it never had."""
     bases = base_models(runs)
     return [ReferenceRow(base_label(b, len(bases) > 1), f"{b.setting.precision or 'not recorded'} (in training)",
-                         {column_key: Cell(dict(enumerate(b.values.values())))}, list(b.recipes)) for b in bases]
+                         {column_key: Cell(dict(enumerate(dict.fromkeys(b.values.values()))))}, list(b.recipes),
+                         runs=len(b.values)) for b in bases]
 
 
 def _settings(settings: set[Setting]) -> str:

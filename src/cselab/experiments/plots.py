@@ -72,11 +72,29 @@ def recipe_colours(recipes: list[str]) -> dict[str, tuple]:
     return {recipe: colours[i % len(colours)] for i, recipe in enumerate(recipes)}
 
 
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "p", "h", "*")
+
+
+def recipe_markers(recipes: list[str]) -> dict[str, str]:
+    """A marker shape per recipe, drawn hollow: two recipes' points at the same place both stay visible."""
+    return {recipe: MARKERS[i % len(MARKERS)] for i, recipe in enumerate(recipes)}
+
+
 def _legend(axes, count: int, outside: bool = False) -> None:
-    if outside or count > 8:
-        axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
-    else:
+    """The legend, inside the axes for a few short entries; else beside them, the figure widened (and made
+    taller) by the legend's size, so the axes keep their room and no label is pushed off the figure."""
+    if not (outside or count > 8):
         axes.legend(fontsize="small")
+        return
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    legend = axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
+    figure = axes.figure
+    if not isinstance(figure.canvas, FigureCanvasAgg):
+        FigureCanvasAgg(figure)  # a renderer to measure the legend with (the figure has no GUI canvas)
+    size = legend.get_window_extent(figure.canvas.get_renderer())
+    width, height = figure.get_size_inches()
+    figure.set_size_inches(width + size.width / figure.dpi, max(height, size.height / figure.dpi + 1.0))
 
 
 def _mean_curve(curves: list[tuple[list[int], list[float]]]) -> tuple[list[int], list[float]]:
@@ -106,7 +124,9 @@ def wide_range(values) -> dict | None:
 def training_curves(runs: list[Run], recipes: list[str], key: str, name: str, title: str, ylabel: str,
                     caption: str, references: list[tuple[str, float]] = ()) -> Plot | None:
     """Per recipe a thin line per seed and a thick mean; ``references``: (label, value) drawn as dashed levels."""
-    colours = recipe_colours(recipes)
+    from matplotlib.ticker import MaxNLocator
+
+    colours, markers = recipe_colours(recipes), recipe_markers(recipes)
     figure = _figure()
     axes = figure.add_subplot()
     drawn = 0
@@ -118,8 +138,9 @@ def training_curves(runs: list[Run], recipes: list[str], key: str, name: str, ti
         for steps, values in curves:
             axes.plot(steps, values, color=colours[recipe], alpha=0.3, linewidth=0.8)
         steps, values = _mean_curve(curves)
-        axes.plot(steps, values, color=colours[recipe], linewidth=2.0, marker="o" if len(steps) < 20 else None,
-                  markersize=3, label=f"{recipe} (n={len(curves)})")
+        axes.plot(steps, values, color=colours[recipe], linewidth=2.0,
+                  marker=markers[recipe] if len(steps) < 20 else None, markersize=6, markerfacecolor="none",
+                  markeredgewidth=1.3, label=f"{recipe} (n={len(curves)})")
         drawn += 1
     if not drawn:
         return None
@@ -130,6 +151,7 @@ def training_curves(runs: list[Run], recipes: list[str], key: str, name: str, ti
         axes.set_yscale(**scale)
         ylabel += " (log scale)" if scale["value"] == "log" else " (symmetric log scale)"
     axes.set_xlabel("training step")
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no tick at step 2.5
     axes.set_ylabel(ylabel)
     axes.set_title(title)
     axes.grid(alpha=0.3)
@@ -160,7 +182,7 @@ def loss_curves(runs: list[Run], recipes: list[str]) -> Plot | None:
 
 
 def align_uniform(runs: list[Run], recipes: list[str], split: str) -> Plot | None:
-    colours = recipe_colours(recipes)
+    colours, markers = recipe_colours(recipes), recipe_markers(recipes)
     figure = _figure(8.0, 5.5)
     axes = figure.add_subplot()
     drawn = 0
@@ -172,21 +194,25 @@ def align_uniform(runs: list[Run], recipes: list[str], split: str) -> Plot | Non
         if not points:
             continue
         xs, ys = zip(*points, strict=True)
-        axes.scatter(xs, ys, color=colours[recipe], alpha=0.35, s=18)
-        axes.scatter([np.mean(xs)], [np.mean(ys)], color=colours[recipe], s=70, edgecolors="black", linewidths=0.6,
-                     label=f"{recipe} (n={len(points)})")
+        if len(points) > 1:  # one run is its own mean: a second point would hide under the first
+            axes.scatter(xs, ys, color=colours[recipe], marker=markers[recipe], alpha=0.35, s=18)
+        axes.scatter([np.mean(xs)], [np.mean(ys)], marker=markers[recipe], s=80, facecolors="none",
+                     edgecolors=colours[recipe], linewidths=1.8, label=f"{recipe} (n={len(points)})")
         drawn += 1
     if not drawn:
         return None
-    axes.set_xlabel("uniformity  (log E exp(-2||f(x)-f(y)||²); lower is better)")
-    axes.set_ylabel("alignment  (E ||f(x)-f(x⁺)||²; lower is better)")
+    # Short labels (the definitions are in the caption): a long one outgrows axes a wide legend squeezes.
+    axes.set_xlabel("uniformity (lower is better)")
+    axes.set_ylabel("alignment (lower is better)")
     axes.set_title("Alignment vs uniformity")
     axes.grid(alpha=0.3)
     _legend(axes, drawn)
     return Plot("align-uniform", "Alignment vs uniformity",
-                "Each small point is a run, each large point a recipe's mean over seeds; STS-B pairs with gold "
-                "score > 4 are the positive pairs, all STS-B sentences the data (as SimCSE measures them). "
-                "Bottom left is best.", _svg(figure, "align-uniform"), figure)
+                "Each small point is a run, each large point a recipe's mean over seeds (a recipe with one run: "
+                "its point); alignment = E ||f(x)-f(x⁺)||² over STS-B pairs with gold score > 4 (the positive "
+                "pairs), uniformity = log E exp(-2||f(x)-f(y)||²) over all STS-B sentences (as SimCSE measures "
+                "them); each recipe has its own marker, so points that coincide stay visible. Bottom left is best.",
+                _svg(figure, "align-uniform"), figure)
 
 
 def value_axis_from_zero(axes, cells) -> None:

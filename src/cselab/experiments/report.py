@@ -110,8 +110,10 @@ def _mean_std(cell: StatsCell, digits: int) -> str:
 
 def reference_cells(row: ReferenceRow, table: Table) -> list[Cell]:
     """The base model's row: its figures where it has them, '-' in the columns it was not measured in."""
-    runs = max((c.n for c in row.cells.values()), default=0)
-    cells = [Cell(row.label), Cell(counted(runs, "run")), Cell(row.precision)]
+    measured = max((c.n for c in row.cells.values()), default=0)
+    runs = max(row.runs, measured)
+    shared = f" ({counted(measured, 'measurement')})" if measured != runs else ""
+    cells = [Cell(row.label), Cell(counted(runs, "run") + shared), Cell(row.precision)]
     for column in table.columns:
         cell = row.cells.get(column.key)
         cells.append(Cell(_mean_std(cell, column.digits) if cell is not None and cell.n else "-"))
@@ -311,8 +313,8 @@ def tests_section(tables: list[Table], recipes: list[str], baseline: str | None)
     else:
         tests.blocks.append(Paragraph(
             f"Difference of each recipe's mean from {baseline}'s, {TEST_NAME}; n = number of shared seeds; "
-            f"* p < 0.05, with no correction for the many comparisons. {power_sentence(tables)} Wilcoxon's "
-            f"signed-rank test is not used: with 3 pairs its two-sided p-value cannot go below 0.25."))
+            f"* p < 0.05, with no correction for the many comparisons. {power_sentence(tables)}"
+            f"{wilcoxon_sentence(tables)}"))
         for table in tables:
             tests.blocks += [Paragraph(table.title.split(" (")[0] + ":"), tests_block(table, baseline)]
     return tests
@@ -326,6 +328,17 @@ def power_sentence(tables: list[Table]) -> str:
     n = str(sizes[-1]) if len(sizes) == 1 else f"{sizes[0]} to {sizes[-1]}"
     return (f"With n = {n} seeds the test has low power: only large, consistent differences reach p < 0.05, and "
             f"a large p-value does not show that two recipes are equal.")
+
+
+def wilcoxon_sentence(tables: list[Table]) -> str:
+    """Why Wilcoxon's signed-rank test is not used, for the number of pairs the tests had: with n pairs its
+    exact two-sided p-value cannot go below 2 / 2^n (0.25 for 3). Nothing where no test had 2 pairs."""
+    sizes = [test.n for table in tables for test in table.tests.values() if test.n >= 2]
+    if not sizes or max(sizes) > 5:
+        return ""
+    n = max(sizes)
+    return (f" Wilcoxon's signed-rank test is not used: with {counted(n, 'pair')} its two-sided p-value cannot go "
+            f"below {2 / 2 ** n:g}.")
 
 
 def variant_baseline(runs: list[Run], baseline: str | None) -> str | None:

@@ -61,11 +61,12 @@ class ReferenceRow:
 
     label: str
     precision: str  # how its figures were computed
-    cells: dict[str, Cell]  # column key -> values, one per run that recorded it
+    cells: dict[str, Cell]  # column key -> values, one per distinct measurement (runs may share one)
     recipes: list[str] = field(default_factory=list)  # the recipes whose runs recorded it
+    runs: int = 0  # how many runs recorded it
 
     def to_dict(self) -> dict:
-        return {"label": self.label, "precision": self.precision, "recipes": self.recipes,
+        return {"label": self.label, "precision": self.precision, "recipes": self.recipes, "runs": self.runs,
                 "cells": {key: {"mean": c.mean, "std": c.std, "n": c.n} for key, c in self.cells.items()}}
 
 
@@ -183,10 +184,11 @@ def paired_test(values: dict[int, float], baseline: dict[int, float]) -> PairedT
 
 
 def mark_best(table: Table) -> None:
-    """The recipes with the best mean in each column (reference rows do not compete)."""
+    """The recipes with the best mean in each column (reference rows do not compete), compared as the table
+    shows them (rounded to the column's digits): means that print the same are all best."""
     for column in table.columns:
         means = {recipe: table.cells[(recipe, column.key)].mean for recipe in table.recipes}
-        means = {k: v for k, v in means.items() if v is not None}
+        means = {k: round(v, column.digits) for k, v in means.items() if v is not None}
         if means:
             target = max(means.values()) if column.higher_is_better else min(means.values())
             table.best[column.key] = {k for k, v in means.items() if v == target}

@@ -228,14 +228,15 @@ def training_state(job: Job) -> str:
     A run directory trained with other settings is refused: mixing it into the sweep would compare
     something else than asked for.
     """
-    from cselab.train.checkpoint import config_differences
+    from cselab.train.checkpoint import config_differences, describe_differences
 
     saved = read_json(job.path / RUN_CONFIG)
     if saved is None:
         return "new"
     differing = config_differences(saved, _as_json(job.config.to_dict()))
     if differing:
-        raise ExperimentError(f"{job.path}: was trained with a different {', '.join(differing)}; use another --out, "
+        changed = describe_differences(saved, _as_json(job.config.to_dict()), differing)
+        raise ExperimentError(f"{job.path}: was trained with a different {changed}; use another --out, "
                               f"the same --set options as before, or delete that directory")
     summary = read_json(job.path / SUMMARY) or {}
     return "done" if summary.get("finished") else "resume"

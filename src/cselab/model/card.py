@@ -21,6 +21,8 @@ from pathlib import Path
 import yaml
 
 from cselab import citations
+from cselab.errors import ModelLoadError
+from cselab.file_writes import write_text_atomically
 from cselab.model.files import CSELAB_CONFIG
 from cselab.run_files import BEST_MODEL, KEPT_DIR, RUN_CONFIG, SUMMARY
 from cselab.sources import is_repo_id
@@ -72,9 +74,12 @@ class _Card:
     def __init__(self, model_dir: Path, model_id: str | None):
         self.dir = model_dir
         self.settings = _read(model_dir / CSELAB_CONFIG)
-        # The name its usage loads: the Hub repository it was pushed to, else the directory's name.
+        # Its name: the Hub repository it was pushed to, else the directory's name. Its usage loads the
+        # repository, else the directory's full path: the bare folder name loads only from its parent.
         pushed = self.settings.get("hub_repo")
-        self.id = model_id or (pushed if isinstance(pushed, str) else None) or model_dir.resolve().name
+        hub_id = model_id or (pushed if isinstance(pushed, str) else None)
+        self.id = hub_id or model_dir.resolve().name
+        self.load_name = hub_id or str(model_dir.resolve())
         self.length = _read(model_dir / "sentence_bert_config.json").get("max_seq_length")
         self.hf = _read(model_dir / "config.json")
         run = _run_dir(model_dir)
@@ -104,11 +109,12 @@ class _Card:
         return meta
 
     def scores(self) -> list[tuple[str, str, str, float]]:
-        """(kind, task, split, score x 100): kind is sts, transfer or other."""
-        rows = []
+        """(kind, task, split, score x 100): kind is sts, transfer or other; one row per task and split, a
+        recorded evaluation replacing model selection's STS-B dev (the same task, measured again)."""
+        rows = {}
         dev = self.selection_value("stsb_dev")
         if dev is not None:
-            rows.append(("sts", "STSBenchmark", "dev", float(dev)))
+            rows["STSBenchmark", "dev"] = ("sts", "STSBenchmark", "dev", float(dev))
         for split, result in sorted(self.evaluations.items()):
             if not isinstance(result, dict):
                 continue
@@ -117,8 +123,8 @@ class _Card:
                 score = value.get("score") if isinstance(value, dict) else None
                 if isinstance(score, (int, float)) and not isinstance(score, bool):
                     kind = "sts" if task in sts else "transfer" if task in transfer else "other"
-                    rows.append((kind, task, split, float(score)))
-        return rows
+                    rows[task, split] = (kind, task, split, float(score))
+        return list(rows.values())
 
     def model_index(self) -> list[dict]:
         results = []
@@ -166,11 +172,12 @@ class _Card:
                 f"{size or 'fixed-size'}-dimensional vectors for semantic similarity, clustering and search.")
 
     def usage(self) -> str:
+        name = json.dumps(self.load_name)  # a Python string literal, whatever the path holds
         return ("## Usage\n\nWith sentence-transformers:\n\n```python\nfrom sentence_transformers import "
-                f"SentenceTransformer\n\nmodel = SentenceTransformer(\"{self.id}\")\nembeddings = model.encode("
+                f"SentenceTransformer\n\nmodel = SentenceTransformer({name})\nembeddings = model.encode("
                 "[\"A man is playing a guitar.\", \"Someone is making music.\"])\n"
                 "print(model.similarity(embeddings, embeddings))\n```\n\nWith cselab:\n\n```python\nimport cselab\n\n"
-                f"model = cselab.load(\"{self.id}\")\nvectors = model.encode([\"A man is playing a guitar.\"])\n```")
+                f"model = cselab.load({name})\nvectors = model.encode([\"A man is playing a guitar.\"])\n```")
 
     def details(self) -> str:
         s = self.settings
@@ -219,7 +226,7 @@ class _Card:
         precision = (s.get("precision") or {}).get("precision") if isinstance(s.get("precision"), dict) else None
         return (f"## Training cost\n\n{s.get('steps')} of {s.get('total_steps')} steps, "
                 f"{s.get('train_seconds')} s of training ({s.get('wall_seconds')} s wall), on {s.get('device')} "
-                f"in {precision or '?'}; {s.get('sentences_per_second')} sentences/s.")
+                f"in {precision or '?'}; {s.get('sentences_per_second')} {s.get('throughput_unit', 'sentence')}s/s.")
 
     def selection(self) -> str:
         s, every = self.summary, (self.run.get("train") or {}).get("eval_steps")
@@ -236,6 +243,9 @@ class _Card:
                     f"was {self.selection_value(metric)} at step {s.get('best_step')}.")
             if s.get(f"base_{metric}") is not None:
                 rule += f" Before training: {s[f'base_{metric}']:.2f}."
+            if s.get("worse_than_base"):
+                start = f"`{s['base_model']}`" if s.get("base_model") else "the randomly initialised start"
+                rule += f" Training made it worse than its start: {start} scores higher."
         elif self.marker.get("step") is not None:
             rule = f"The best evaluation so far (step {self.marker['step']}); the run has not finished."
         else:
@@ -271,9 +281,7 @@ def write_card(model_dir: str | os.PathLike, model_id: str | None = None) -> Pat
     """Write (or rewrite) ``model_dir/README.md``; replaced whole, never written through."""
     model_dir = Path(model_dir)
     path = model_dir / CARD
-    tmp = path.with_name(CARD + ".tmp")
-    tmp.write_text(render(model_dir, model_id), encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomically(path, render(model_dir, model_id))
     return path
 
 
@@ -284,22 +292,36 @@ def write_run_cards(run_dir: str | os.PathLike) -> list[Path]:
     return [write_card(model) for model in models if (model / CSELAB_CONFIG).is_file()]
 
 
+def card_refusal(name: str, path: str | os.PathLike | None) -> str | None:
+    """Why ``cselab eval --update-card`` may not write the card of model ``name`` (resolved to ``path``);
+    None when it may. Only a directory cselab saved (its ``cselab_config.json``) has a card that is
+    cselab's: any other model's README.md (an installed package's, a Hub model's) is its author's."""
+    folder = Path(path) if path else None
+    if folder is None or not folder.is_dir():
+        return f"{name}: not a local model directory, so it has no card cselab may update"
+    if not (folder / CSELAB_CONFIG).is_file():
+        return (f"{name}: not a model directory cselab saved ({folder} has no {CSELAB_CONFIG}), so its "
+                f"README.md is not cselab's to rewrite")
+    return None
+
+
 def update_cards(results: list[dict]) -> list[str]:
     """``cselab eval --update-card``: each result recorded in its model's card; a line per model."""
     lines = []
     for result in results:
-        path = Path(str(result.get("path") or ""))
-        if result.get("path") and (path / "modules.json").is_file():
-            lines.append(f"updated the card: {record_results(path, result)}")
-        else:
-            lines.append(f"{result.get('model')}: not a local model directory, no card to update")
+        refused = card_refusal(str(result.get("model")), result.get("path"))
+        lines.append(refused or f"updated the card: {record_results(Path(result['path']), result)}")
     return lines
 
 
 def record_results(model_dir: str | os.PathLike, result: dict) -> Path:
     """Keep one ``cselab eval`` result (by its split) in ``model_dir/cselab_eval.json``, merged with the
-    tasks recorded before, and rewrite the card with them."""
+    tasks recorded before, and rewrite the card with them. Refused (a ModelLoadError, nothing written) for
+    a directory cselab did not save (:func:`card_refusal`)."""
     model_dir = Path(model_dir)
+    refused = card_refusal(str(model_dir), model_dir)
+    if refused:
+        raise ModelLoadError(f"cannot record results in the card: {refused}")
     recorded = _read(model_dir / EVAL_RESULTS)
     split = str(result.get("split") or "test")
     earlier = recorded.get(split) if isinstance(recorded.get(split), dict) else {}
@@ -309,7 +331,5 @@ def record_results(model_dir: str | os.PathLike, result: dict) -> Path:
               for key in ("avg_over", "transfer_avg_over")}
     recorded[split] = {**keep, **groups, "tasks": {k: {"score": v.get("score")} for k, v in tasks.items()
                                                   if isinstance(v, dict)}}
-    tmp = model_dir / (EVAL_RESULTS + ".tmp")
-    tmp.write_text(json.dumps(recorded, indent=2), encoding="utf-8")
-    os.replace(tmp, model_dir / EVAL_RESULTS)
+    write_text_atomically(model_dir / EVAL_RESULTS, json.dumps(recorded, indent=2))
     return write_card(model_dir)

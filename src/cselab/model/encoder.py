@@ -22,6 +22,7 @@ from torch import nn
 
 from cselab import citations
 from cselab.errors import ModelLoadError, first_line
+from cselab.file_writes import follow_umask
 from cselab.hardware import autocast, choose_precision
 from cselab.model.files import (
     declared_length,
@@ -31,6 +32,7 @@ from cselab.model.files import (
     saved_settings,
     sentence_transformers_pooler,
     stored_training_length,
+    weight_files,
     write_sentence_transformers_files,
     write_settings,
 )
@@ -392,6 +394,7 @@ class SentenceEncoder(nn.Module):
                        max_seq_len=self.train_max_seq_len, base_model=self.base_model,
                        citations=citations.entries(self.citation))
         write_card(path)
+        follow_umask(*weight_files(path))  # safetensors writes 0600; the folder's other files follow the umask
         return path
 
 

@@ -205,6 +205,12 @@ def write_sentence_transformers_files(path: Path, config, pooler: str, dense: nn
     (path / ST_CONFIG).write_text(json.dumps(st_model_config(), indent=2))
 
 
+def weight_files(path: Path) -> list[Path]:
+    """The safetensors files of a saved model directory: its own and its sentence-transformers modules'
+    (``2_Dense/``); not those of a run's checkpoints or best-METRIC/ models."""
+    return sorted([*path.glob("*.safetensors"), *path.glob("[0-9]*_*/*.safetensors")])
+
+
 def save_mlp(mlp: nn.Module, path: Path) -> None:
     """``mlp.safetensors``: SimCSE's MLP when it is used in training only, kept so training can continue
     from the directory (encoding does not use it)."""

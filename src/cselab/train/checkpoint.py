@@ -57,7 +57,9 @@ from safetensors.torch import load_file
 from cselab.config import Config, TrainConfig
 from cselab.config.schema import resume_safe_keys
 from cselab.errors import ConfigError, CselabError, first_line
+from cselab.file_writes import write_text_atomically
 from cselab.run_files import BEST_MODEL, CHECKPOINTS, KEPT_DIR, LOCK, METRICS, RUN_CONFIG
+from cselab.sources import holder_is_gone, lock_holder
 from cselab.train.distributed import from_main, gather_objects
 from cselab.train.rank import RankContext
 
@@ -89,16 +91,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
     """Replace ``path`` with ``data`` as JSON; readers see the old or the new file, never half of one.
     The temporary file is a fresh one per call: two writers of one file (two sweeps sharing an
     output folder) would otherwise write into, and rename away, each other's temporary file."""
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")  # unique across processes and machines
-    try:
-        with open(tmp, "x", encoding="utf-8") as handle:
-            handle.write(json.dumps(data, indent=2))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_text_atomically(path, json.dumps(data, indent=2), durable=True)
 
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -465,6 +458,18 @@ def config_differences(saved: dict | None, current: dict) -> list[str]:
     return [k for k in keys if k not in safe and old.get(k) != new.get(k)]
 
 
+def describe_differences(saved: dict | None, current: dict, keys: list[str], limit: int = 60) -> str:
+    """``keys`` (from :func:`config_differences`) with their values then and now, for the one-line refusal:
+    ``optim.lr (3e-05 then, 1e-05 now)``; a long value (an objective's list) is cut at ``limit`` characters."""
+    old, new = {**_flatten(Config().to_dict()), **_flatten(saved or {})}, _flatten(current)
+
+    def shown(value) -> str:
+        text = json.dumps(value, separators=(", ", ": ")) if value is not None else "unset"
+        return text if len(text) <= limit else text[:limit - 3] + "..."
+
+    return ", ".join(f"{key} ({shown(old.get(key))} then, {shown(new.get(key))} now)" for key in keys)
+
+
 def read_state(path: Path) -> dict:
     return json.loads((path / "state.json").read_text())
 
@@ -538,6 +543,7 @@ class Checkpointing:
 
     def __init__(self, process: RankContext, train: TrainConfig, manifest: dict, writer: CheckpointWriter):
         self.process, self.manifest, self.writer = process, manifest, writer
+        self.keep_optimizer_state = train.keep_optimizer_state  # the last step's too (else without AdamW's moments)
         self.steps, self.seconds = train.save_steps, train.save_minutes * 60
         self.directory = CheckpointDir(process.out_dir / CHECKPOINTS, train.keep_checkpoints)
         self.last_save = time.monotonic()
@@ -655,8 +661,8 @@ def output_lock(out_dir: Path) -> Iterator[None]:
                 json.dump(mine, handle)
             break
         except FileExistsError:
-            holder = _lock_holder(path)
-            if holder is not None and not _is_stale(holder):
+            holder = lock_holder(path)
+            if holder is not None and not holder_is_gone(holder):
                 who = f"pid {holder.get('pid')} on {holder.get('host')}, since {holder.get('started')}"
                 raise ConfigError(f"{out_dir}: another training run is using this directory ({who}); wait for it, "
                                   f"use another train.output_dir, or delete {path} if that run is gone") from None
@@ -664,7 +670,7 @@ def output_lock(out_dir: Path) -> Iterator[None]:
     try:
         yield
     finally:
-        if _lock_holder(path) == mine:
+        if lock_holder(path) == mine:
             path.unlink(missing_ok=True)
 
 
@@ -677,27 +683,6 @@ def _refuse_file_in_path(out_dir: Path) -> None:
                                   f"directory is a folder for the model, metrics.jsonl, summary.json and checkpoints "
                                   f"(pass a new folder, or a run's to resume it)")
             return
-
-
-def _lock_holder(path: Path) -> dict | None:
-    try:
-        holder = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return holder if isinstance(holder, dict) else None
-
-
-def _is_stale(holder: dict) -> bool:
-    """The lock's process is gone (only knowable on this host; another host's lock is kept)."""
-    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
-        return False
-    try:
-        os.kill(holder["pid"], 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
 
 
 def _open_run(out_dir: Path, config: Config, resume: bool) -> Path | None:
@@ -717,8 +702,9 @@ def _open_run(out_dir: Path, config: Config, resume: bool) -> Path | None:
         check_layout(latest, state)  # before its settings are compared (an older layout keeps them elsewhere)
         differing = config_differences(state.get("config"), config.to_dict())
         if differing:
+            changed = describe_differences(state.get("config"), config.to_dict(), differing)
             raise ConfigError(f"{out_dir}: its checkpoint {latest.name} was made with a different "
-                              f"{', '.join(differing)}; run with the same settings to resume, or pass --no-resume "
+                              f"{changed}; run with the same settings to resume, or pass --no-resume "
                               f"(or another train.output_dir) to start over")
         trim_metrics(out_dir / METRICS, checkpoint_step(latest))
     write_json_atomic(out_dir / RUN_CONFIG, config.to_dict())
@@ -736,6 +722,4 @@ def trim_metrics(path: Path, last_step: int) -> None:
                 kept.append(line)
         except (ValueError, KeyError, TypeError):
             pass  # a record cut short by the crash
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomically(path, "".join(line + "\n" for line in kept))

@@ -85,7 +85,7 @@ def close_window(process: RankContext, run: RunState, precision: str, evaluate: 
     record = run.metrics.close_window(run.optimizer.lr(), process.advice(precision))
     run.optimizer.check_loss_scale(run.step)
     if evaluate:
-        with run.metrics.evaluating(run.selection.primary.label):
+        with run.metrics.evaluating(" + ".join(source.label for source in run.selection.sources)):
             record.update(run.selection.evaluate(run.step))
     run.metrics.write(record)
     if run.position.last and not run.selection.selects and process.main:  # no evaluation: the final model is the

@@ -57,7 +57,9 @@ class OptimizerStep:
 
     With ``scaler`` (fp16 on a GPU), the step's loss is scaled before backward (:meth:`scale`); an
     update whose gradients overflowed is skipped by the scaler, which lowers its scale: such steps
-    are expected, so their non-finite gradient norm is not a fault (``overflow_is_fault``).
+    are expected, so their non-finite gradient norm is not a fault (``overflow_is_fault``). The
+    schedule advances with the updates applied, as in Hugging Face's Trainer: a skipped one leaves it
+    where it is. Whether AdamW stepped is known from its step hook, so no value is read back.
     """
 
     def __init__(self, optimizer, scheduler, parameters: list[torch.nn.Parameter], max_norm: float,
@@ -66,34 +68,53 @@ class OptimizerStep:
         self.max_norm, self.scaler = max_norm, scaler
         self.overflow_is_fault = scaler is None
         self.warned_scale = False
+        self.stepped = False  # set by the optimiser's own step: the scaler skips it after an overflow
+        self.moments_left_out = False  # restored from a finished run's checkpoint, which has no AdamW state
+        optimizer.register_step_post_hook(self._applied)
+
+    def _applied(self, *_) -> None:
+        self.stepped = True
 
     def scale(self, loss: torch.Tensor) -> torch.Tensor:
         return loss if self.scaler is None else self.scaler.scale(loss)
 
     def __call__(self) -> torch.Tensor:
         """Apply the update; returns the gradients' norm (before clipping), on the device."""
+        if self.moments_left_out:
+            raise TrainingError("the checkpoint this run resumed from is a finished run's, kept without the "
+                                "optimiser's state (train.keep_optimizer_state: false); it cannot train further: "
+                                "start a new run (--no-resume, or another train.output_dir)")
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
         norm = clip_gradients(self.parameters, self.max_norm)
+        self.stepped = False
         if self.scaler is not None:
             self.scaler.step(self.optimizer)
             self.scaler.update()
         else:
             self.optimizer.step()
-        self.scheduler.step()
+        if self.stepped:
+            self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         return norm
 
     def lr(self) -> float:
         return self.scheduler.get_last_lr()[0]
 
-    def state_dict(self) -> dict:
-        """AdamW's moments and step counts, the schedule's position and (fp16) the loss scale."""
-        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+    def state_dict(self, finished: bool = False) -> dict:
+        """AdamW's moments and step counts, the schedule's position and (fp16) the loss scale.
+        ``finished``: the run's last step, after which no update comes: AdamW's state (twice the weights)
+        is left out (None)."""
+        return {"optimizer": None if finished else self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
                 "scaler": None if self.scaler is None else self.scaler.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
+        # A finished run's last checkpoint has no AdamW state (state_dict(finished=True)): the run takes no
+        # more steps, and one that would is stopped in __call__ rather than go on with fresh moments.
+        self.moments_left_out = state["optimizer"] is None
+        if not self.moments_left_out:
+            self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         if self.scaler is not None and state["scaler"]:
             self.scaler.load_state_dict(state["scaler"])

@@ -4,6 +4,7 @@ process, or waits for the others, takes it (``process``)."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,8 +56,12 @@ class RankContext:
             set_seed(seed + self.rank)
 
     def say(self, message: str) -> None:
+        """A line for the user, on a line of its own: an open bar (a sweep's) is cleared and drawn again below."""
         if self.main:
-            print(message, flush=True)
+            from tqdm.auto import tqdm
+
+            tqdm.write(message)
+            sys.stdout.flush()
 
     def barrier(self) -> None:
         if self.processes > 1:

@@ -223,7 +223,10 @@ class RunState:
                                 f"from the last good checkpoint in {checkpoints.directory.directory} with a lower "
                                 f"optim.lr")
         components = self.by_name()
-        checkpoints.save(self.step, {name: component.state_dict() for name, component in components.items()},
+        finished = self.position.last and not checkpoints.keep_optimizer_state  # no update follows the last step
+        states = {name: self.optimizer.state_dict(finished=True) if component is self.optimizer and finished
+                  else component.state_dict() for name, component in components.items()}
+        checkpoints.save(self.step, states,
                          {name: getattr(component, "version", 1) for name, component in components.items()},
                          link_encoder=self.selection.saved_at(self.step, self.position.last))
 

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from cselab.config import Config
-from cselab.evaluate.dev import metric_key
+from cselab.evaluate.dev import metric_class, metric_key
 from cselab.hardware import PrecisionChoice
 from cselab.model.card import write_run_cards
 from cselab.run_files import SUMMARY
@@ -26,6 +26,7 @@ def summarize(process: RankContext, config: Config, setup: TrainingSetup, run: R
     seconds = clock.train_seconds
     summary = {
         "recipe": config.recipe,
+        "base_model": None if config.model.from_config else config.model.name_or_path,  # None: random weights
         "output_dir": str(process.out_dir),
         "finished": position.step >= total,
         "steps": position.step,
@@ -41,10 +42,13 @@ def summarize(process: RankContext, config: Config, setup: TrainingSetup, run: R
         **run.selection.summary(metric_key(config.train.select_on[0])),
         "train_seconds": round(seconds, 2),
         "sentences_per_second": round(position.sentences_seen / seconds, 2) if seconds else None,
+        # What the loader's items are: a packed run's are blocks of max_seq_len tokens, not sentences.
+        "throughput_unit": "block" if config.data.packing else "sentence",
         "wall_seconds": round(clock.wall_seconds(), 2),
         # Share of train_seconds spent waiting for batches (metrics.py); the first window holds the loader's start-up.
         "loader_wait": round(clock.loader_wait_seconds / seconds, 4) if seconds else None,
     }
+    summary["worse_than_base"] = worse_than_base(summary, config.train.select_on[0])
     if summary["loader_wait"] is not None and summary["loader_wait"] > SLOW_LOADER:
         process.say(loader_hint(summary["loader_wait"]))
     if process.main:
@@ -54,6 +58,16 @@ def summarize(process: RankContext, config: Config, setup: TrainingSetup, run: R
     # other than 0 (torchrun does on 3, a run stopped early), which could cut the main one's writing short.
     process.barrier()
     return summary
+
+
+def worse_than_base(summary: dict, entry: str) -> bool:
+    """Whether the selected model scores worse on its metric (``train.select_on``'s first ``entry``) than the
+    model training started from: the printed summary and the card then say to use the start instead."""
+    key = metric_key(entry)
+    base, best = summary.get(f"base_{key}"), summary.get(f"best_{key}")
+    if summary.get("selected_by") != key or base is None or best is None:
+        return False
+    return best < base if metric_class(entry).higher_is_better else best > base
 
 
 def _finished_summary(path: Path) -> dict | None:
