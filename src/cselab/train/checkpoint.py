@@ -45,7 +45,6 @@ import socket
 import struct
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
