@@ -202,8 +202,10 @@ def test_the_docs_say_what_a_line_that_is_not_utf8_does(tmp_path, small_corpus):
 
 # --- 11: progress and labels -----------------------------------------------------------------------
 
-def test_tokenising_a_corpus_the_first_time_is_said(small_corpus, capsys):
+def test_tokenising_a_corpus_the_first_time_is_said(small_corpus, capsys, tmp_path, monkeypatch):
     from transformers import AutoTokenizer
+
+    monkeypatch.setenv("CSELAB_CACHE", str(tmp_path / "cache"))  # a first time: no earlier test's token cache
 
     from cselab.data.indexed import read_corpus
     from cselab.data.token_cache import token_ids
