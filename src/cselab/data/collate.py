@@ -1,7 +1,9 @@
 """Batches: one padded tensor batch per step.
 
 Every view of a step is tokenised together (dynamic padding) so the encoder runs once per step;
-``roles`` says which rows are anchors, positives, negatives and label views. The token-level passes
+``roles`` says which rows are anchors, positives, negatives and label views. An augmenter that edits
+token ids rather than text (ESimCSE's sub-word repetition, ``Augmenter.edits_token_ids``) edits its
+role's rows here, after tokenisation and truncation, and the batch is padded again. The token-level passes
 the objective reads (``losses/base.py: TOKEN_PASSES``, e.g. MLM's masking) make their tokens here too,
 from the step's original sentences, so all per-step data work runs in the loader's workers. Which
 sentences a step takes is the plan's (``data/plan.py``), read by ``data/step_dataset.py``. A packed
