@@ -117,3 +117,17 @@ def test_the_pass_returns_the_queue_before_the_step_then_adds_the_momentum_keys(
     assert set(token_pass.components()) == {"momentum_encoder", "queue"}
     # Out of the module tree: neither trained, nor in the heads' checkpoint, nor seen by DDP.
     assert not list(token_pass.parameters()) and not token_pass.state_dict()
+
+
+def test_the_keys_run_on_real_tokens_where_the_encoder_does(tiny_encoder):
+    """model.unpad: the momentum forward skips the pads too, counting them from the pass's positions (a
+    host integer, no read-back); the keys are the padded forward's."""
+    sentences = ["a cat", "the old man reads a long letter to the children today", "birds sing at night"]
+    token_pass = MomentumKeysPass()
+    token_pass.setup(tiny_encoder, None)
+    tokens = token_pass.preparer(tiny_encoder.tokenizer)(dict(tiny_encoder.tokenize(sentences)), 0)
+    assert len(tokens.positions) == int(tokens.features["attention_mask"].sum())
+    padded = token_pass.momentum_encoder.encode(tokens.features, tiny_encoder)
+    assert tiny_encoder.use_unpadded()
+    unpadded = token_pass.momentum_encoder.encode(tokens.features, tiny_encoder, real_tokens=len(tokens.positions))
+    assert torch.allclose(padded, unpadded, atol=1e-5)

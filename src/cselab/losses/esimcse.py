@@ -41,6 +41,7 @@ from cselab.errors import ConfigError
 from cselab.losses.base import LOSSES, LossInputs, LossTerm, TokenBatch, TokenPass, accuracy, register_token_pass
 from cselab.losses.infonce import cosine_matrix
 from cselab.model.poolers import NEEDS_HIDDEN_STATES
+from cselab.speed.unpadded import unpadded_forward
 
 ENCODER_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -81,15 +82,21 @@ class MomentumEncoder:
         self.average(list(averaged.values()), [current[name].detach() for name in averaged], None)
 
     @torch.no_grad()
-    def encode(self, features: Mapping[str, torch.Tensor], encoder: nn.Module) -> torch.Tensor:
+    def encode(self, features: Mapping[str, torch.Tensor], encoder: nn.Module,
+               real_tokens: int | None = None) -> torch.Tensor:
         """The momentum backbone's sentence vectors of ``features``: pooled by the encoder's pooler and
-        through the encoder's own (online) MLP where its forward would apply it now; fp32."""
+        through the encoder's own (online) MLP where its forward would apply it now; fp32. Run on the
+        real tokens only where the encoder's forward is (``model.unpad``), given their count on the
+        host (``real_tokens``), as the encoder's."""
         backbone = self._started()
         inputs = {key: value for key, value in features.items() if key in ENCODER_INPUTS}
         every_layer = encoder.pooler in NEEDS_HIDDEN_STATES
-        output = backbone(**inputs, output_hidden_states=every_layer, return_dict=True)
-        pooled = encoder.pool(output.hidden_states if every_layer else (output.last_hidden_state,),
-                              features["attention_mask"])
+        if getattr(encoder, "unpadded", False) and real_tokens is not None:
+            states = unpadded_forward(backbone, **inputs, all_hidden_states=every_layer, real_tokens=real_tokens)
+        else:
+            output = backbone(**inputs, output_hidden_states=every_layer, return_dict=True)
+            states = output.hidden_states if every_layer else (output.last_hidden_state,)
+        pooled = encoder.pool(states, features["attention_mask"])
         if encoder.mlp is not None and (encoder.training or not encoder.mlp_only_train):
             pooled = encoder.mlp(pooled)
         return pooled.float()
@@ -144,10 +151,12 @@ def gather_keys(keys: torch.Tensor) -> torch.Tensor:
 
 
 class OriginalTokens:
-    """The collator side: the step's original sentences as tokenised, unchanged (picklable)."""
+    """The collator side: the step's original sentences as tokenised, unchanged, and the positions of
+    their real tokens (whose count the step reads as a host integer: no read-back; picklable)."""
 
     def __call__(self, features: dict[str, torch.Tensor], seed: int) -> TokenBatch:
-        return TokenBatch(dict(features), torch.zeros(0, dtype=torch.long), torch.zeros(0))
+        real = features["attention_mask"].reshape(-1).nonzero().squeeze(1)
+        return TokenBatch(dict(features), real, torch.zeros(0))
 
 
 @register_token_pass("momentum_keys", "ESimCSE's queue: the momentum encoder's keys of earlier steps (the step's "
@@ -171,7 +180,7 @@ class MomentumKeysPass(TokenPass):
 
     def forward(self, tokens: TokenBatch, encoder: nn.Module, inputs: LossInputs) -> torch.Tensor:
         self.momentum_encoder.update(encoder.backbone)
-        keys = gather_keys(self.momentum_encoder.encode(tokens.features, encoder))
+        keys = gather_keys(self.momentum_encoder.encode(tokens.features, encoder, real_tokens=len(tokens.positions)))
         earlier = self.queue.rows(keys)
         self.queue.push(keys)
         return earlier
