@@ -99,7 +99,7 @@ class ViewBuilder:
         views = StepViews(anchors=anchors)
         if self.positive is not None:
             seed = step_seed(self.seed, step, Stream.POSITIVE)
-            edits_ids = self.positive.edits_token_ids
+            edits_ids = getattr(self.positive, "edits_token_ids", False)  # an object with augment() alone serves too
             # The text stays the sentence where the augmenter edits its token ids (the collator does).
             positives = list(sentences) if edits_ids else self.positive.augment(sentences, seed)
             kept = range(len(sentences))
@@ -152,7 +152,7 @@ def refuse_token_edits(anchor: Augmenter | None, positive: Augmenter | None, neg
              *(("views.positive", part) for part in (positive.parts if positive is not None else ()))]
     for key, augmenter in roles:
         for part in _parts(augmenter):
-            if part.edits_token_ids:
+            if getattr(part, "edits_token_ids", False):
                 raise ConfigError(f"{key}: {part.name} (as set) edits the encoder's token ids after truncation; "
                                   f"only views.positive takes it, on its own")
 
