@@ -56,6 +56,14 @@ UNA = """@article{shu2024una,
   year = {2024}
 }"""
 
+# COLING 2022 (pages 3898-3907); the authors' README still cites the arXiv preprint 2109.04380 (2021).
+ESIMCSE = """@inproceedings{wu2022esimcse,
+  title = {{ESimCSE}: Enhanced Sample Building Method for Contrastive Learning of Unsupervised Sentence Embedding},
+  author = {Wu, Xing and Gao, Chaochen and Zang, Liangjun and Han, Jizhong and Wang, Zhongyuan and Hu, Songlin},
+  booktitle = {Proceedings of the 29th International Conference on Computational Linguistics},
+  year = {2022}
+}"""
+
 EDA = """@inproceedings{wei2019eda,
   title = {{EDA}: Easy Data Augmentation Techniques for Boosting Performance on Text Classification Tasks},
   author = {Wei, Jason and Zou, Kai},

@@ -41,7 +41,11 @@ class Augmenter:
     - ``special_tokens``: placeholder tokens it writes that the tokenizer must keep whole (``[DEL]``);
       a composition reports its parts';
     - ``parts``: the augmenters it is made of (compositions), walked for the hooks above;
-    - ``output_revision``: raised when its rules change, so cached outputs of the old rules are rebuilt.
+    - ``output_revision``: raised when its rules change, so cached outputs of the old rules are rebuilt;
+    - ``edits_token_ids``: true for an augmenter that edits the encoder's token ids after truncation
+      rather than the text (ESimCSE's sub-word repetition): the training views then leave the positive's
+      text as it is and the collator edits each of its rows with ``token_plan`` (``data/collate.py``);
+      only ``views.positive`` takes such an augmenter, not inside a composition.
     """
 
     name: ClassVar[str]
@@ -51,6 +55,7 @@ class Augmenter:
     special_tokens: tuple[str, ...] = ()
     extra_fit_positives: bool = False
     output_revision: ClassVar[int] = 0
+    edits_token_ids: bool = False
 
     def augment(self, sentences: list[str], seed: int) -> list[str]:
         """One output per input, in order; the unchanged input where no rule applies."""
@@ -69,6 +74,12 @@ class Augmenter:
 
     def use_tokenizer(self, tokenizer) -> None:
         return None
+
+    def token_plan(self, ids: list[int], rng: random.Random) -> list[int] | None:
+        """For an augmenter that ``edits_token_ids``: the edited row as indices into ``ids`` (one row's
+        tokens after truncation, special tokens included), in order; an index given twice repeats its
+        token, one left out deletes it. None leaves the row as it is."""
+        raise NotImplementedError
 
 
 AUGMENTERS: Registry[Augmenter] = Registry("augmenter", base=Augmenter)

@@ -22,8 +22,9 @@ changes; deletion with probability alpha per token, keeping one token when all w
 EDA lower-cases and strips punctuation first; here punctuation tokens are kept and take part.
 
 Random crop (SimCSE's Table 2 "crop", nlpaug's ``RandomWordAug(action="crop")``): delete one
-contiguous span of ``ratio`` of the tokens. Word repetition (Wu et al., 2021, ESimCSE):
-duplicate ``randint(0, max(2, int(0.32 * len)))`` randomly chosen tokens in place.
+contiguous span of ``ratio`` of the tokens. Word repetition (Wu et al., COLING 2022, ESimCSE):
+duplicate ``randint(0, max(2, int(0.32 * len)))`` randomly chosen words in place, or (``unit:
+subword``) the encoder's pieces on its token ids after truncation, as the paper and its code do.
 
 Every rule leaves sentences it cannot change (empty, too short) untouched, and never deletes
 every token.
@@ -43,6 +44,7 @@ from cselab.augment.base import (
 )
 from cselab.augment.tokenize import DEFAULT_TOKENIZER, Piece, SubwordSplitter, load_splitter, word_spans
 from cselab.augment.wordnet import WordNetSubstitution, common_lemmas, reader, substitutable, substitute
+from cselab.errors import ConfigError
 
 DEL = "[DEL]"
 LEVELS = ("token", "word")
@@ -413,25 +415,103 @@ class RandomCrop(TokenAugmenter):
         return tokens[:start] + tokens[start + length:]
 
 
+UNITS = ("word", "subword")
+COUNT_RULES = ("paper", "code")
+
+
 @register_augmenter
 class WordRepetition(TokenAugmenter):
+    """ESimCSE's word repetition (Wu et al., COLING 2022, Sec. 3.1): some units of the sentence are
+    written twice, in place, at positions drawn uniformly without replacement.
+
+    ``unit``: ``word`` (the default) repeats the word tokens of ``cselab.augment.tokenize`` in the text,
+    before the encoder's tokenizer and its truncation; ``subword`` repeats the encoder's own pieces on
+    its token ids after truncation (the paper's sub-words; the authors' ``dup_type=bpe``), so the
+    positive of a sentence cut at ``max_seq_len`` is still longer than its anchor (up to 9 pieces at
+    32). The collator makes that edit (``edits_token_ids``); its text is the sentence, unchanged.
+
+    ``count``, with n the units of the sentence (``subword``: its pieces, [CLS]/[SEP] not counted) and
+    L = n + the special tokens (``subword``) or n (``word``):
+    - ``paper``: randint(0, max(2, int(dup_rate * n))) units (both ends included), at most n, at any
+      of the n positions (the paper's dup_len range);
+    - ``code``: randrange(min(10, int(dup_rate * L))) units (the upper end excluded, none when
+      int(dup_rate * L) is 0), at the positions of the sentence's pieces (``subword``, the authors'
+      ``train.py:516-518``); ``word``: randrange(min(10, n, max(2, int(dup_rate * n)))) words, never
+      the last (their ``dup_type=word``, ``train.py:468-469``).
+    A ``subword`` row never grows past the tokenizer's ``model_max_length``.
+    """
+
+    citation = citations.ESIMCSE
     name = "word_repetition"
     tag = "meaning-preserving"
-    description = "ESimCSE word repetition: randint(0, max(2, int(0.32 n))) random tokens duplicated"
+    description = ("ESimCSE word repetition: randint(0, max(2, int(0.32 n))) random words (unit: subword: the "
+                   "encoder's pieces, after truncation) duplicated in place")
 
-    def __init__(self, dup_rate: float = 0.32):
+    def __init__(self, dup_rate: float = 0.32, unit: str = "word", count: str = "paper"):
         super().__init__()
         self.dup_rate = check_ratio(self.name, "dup_rate", dup_rate)
+        if unit not in UNITS:
+            raise ValueError(f"augmenter {self.name}: unit must be one of {', '.join(UNITS)}, got {unit!r}")
+        if count not in COUNT_RULES:
+            raise ValueError(f"augmenter {self.name}: count must be one of {', '.join(COUNT_RULES)}, got {count!r}")
+        self.unit, self.count = unit, count
+        self.edits_token_ids = unit == "subword"
+        self._frame: tuple[int, int] | None = None  # special tokens the tokenizer puts before and after a sentence
+        self._max_length: int | None = None
+
+    def use_tokenizer(self, tokenizer) -> None:
+        """The encoder's tokenizer: how many special tokens frame a sentence, and its longest input."""
+        if not self.edits_token_ids:
+            return
+        framed = tokenizer("a")["input_ids"]
+        bare = tokenizer("a", add_special_tokens=False)["input_ids"]
+        before = next(i for i in range(len(framed) - len(bare) + 1) if framed[i:i + len(bare)] == bare)
+        self._frame = (before, len(framed) - before - len(bare))
+        limit = getattr(tokenizer, "model_max_length", None)
+        self._max_length = limit if isinstance(limit, int) and 0 < limit < 1_000_000 else None
+
+    def augment(self, sentences: list[str], seed: int) -> list[str]:
+        if self.edits_token_ids:
+            raise ConfigError(f"augmenter {self.name}: unit subword edits the encoder's token ids in training "
+                              f"(views.positive); it has no text output (use unit: word)")
+        return super().augment(sentences, seed)
 
     def augment_tokens(self, tokens, rng):
         n = len(tokens)
-        count = min(n, rng.randint(0, max(2, int(self.dup_rate * n))))
-        if count == 0:
+        if self.count == "code":
+            count = rng.randrange(min(10, n, max(2, int(self.dup_rate * n)))) if n else 0
+            chosen = set(rng.sample(range(n - 1), count))
+        else:
+            count = min(n, rng.randint(0, max(2, int(self.dup_rate * n))))
+            chosen = set(rng.sample(range(n), count))
+        if not chosen:
             return None
-        chosen = set(rng.sample(range(n), count))
         out = []
         for i, token in enumerate(tokens):
             out.append(token)
             if i in chosen:
                 out.append(token)
         return out
+
+    def token_plan(self, ids: list[int], rng: random.Random) -> list[int] | None:
+        if self._frame is None:
+            raise RuntimeError(f"augmenter {self.name}: unit subword needs the encoder's tokenizer (use_tokenizer)")
+        before, after = self._frame
+        pieces = range(before, max(before, len(ids) - after))  # the sentence's own pieces
+        n = len(pieces)
+        if self.count == "code":
+            top = min(10, int(self.dup_rate * len(ids)))
+            count = min(n, rng.randrange(top)) if top > 0 else 0
+        else:
+            count = min(n, rng.randint(0, max(2, int(self.dup_rate * n))))
+        if self._max_length is not None:
+            count = max(0, min(count, self._max_length - len(ids)))
+        if count == 0:
+            return None
+        chosen = set(rng.sample(pieces, count))
+        plan = []
+        for i in range(len(ids)):
+            plan.append(i)
+            if i in chosen:
+                plan.append(i)
+        return plan

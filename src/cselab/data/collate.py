@@ -1,7 +1,9 @@
 """Batches: one padded tensor batch per step.
 
 Every view of a step is tokenised together (dynamic padding) so the encoder runs once per step;
-``roles`` says which rows are anchors, positives, negatives and label views. The token-level passes
+``roles`` says which rows are anchors, positives, negatives and label views. An augmenter that edits
+token ids rather than text (ESimCSE's sub-word repetition, ``Augmenter.edits_token_ids``) edits its
+role's rows here, after tokenisation and truncation, and the batch is padded again. The token-level passes
 the objective reads (``losses/base.py: TOKEN_PASSES``, e.g. MLM's masking) make their tokens here too,
 from the step's original sentences, so all per-step data work runs in the loader's workers. Which
 sentences a step takes is the plan's (``data/plan.py``), read by ``data/step_dataset.py``. A packed
@@ -10,15 +12,17 @@ pre-training run steps through token blocks instead of sentences, with the same 
 """
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
+from cselab.augment.base import sentence_seed
 from cselab.data.seeds import step_seed, token_pass_stream
 from cselab.data.step_dataset import StepItem
 from cselab.data.token_cache import SentenceTokenizer
-from cselab.data.views import StepViews, ViewBuilder
+from cselab.data.views import StepViews, TokenEdit, ViewBuilder
 from cselab.losses.base import ON_DEMAND, VIEW_ROLES, TokenBatch
 
 #: A token pass's collator side (``TokenPass.preparer``): (tokenised sentences, seed) -> its TokenBatch.
@@ -82,6 +86,44 @@ def count_tokens(batch: Batch, features: dict[str, torch.Tensor]) -> None:
     batch.real_tokens, batch.padded_tokens = int(mask.sum()), mask.size
 
 
+def edit_token_ids(features: dict[str, torch.Tensor], texts: list[str], roles: dict[str, slice],
+                   edits: dict[str, TokenEdit], views: ViewBuilder) -> dict[str, torch.Tensor]:
+    """The batch with the rows of each role in ``edits`` edited by its augmenter's ``token_plan`` (on the
+    row's tokens as tokenised and truncated, each row with its sentence's own generator), every feature
+    of a row taken along (ids, mask, segment ids), padded again to the longest row."""
+    real = features["attention_mask"].bool()
+    plans: dict[int, torch.Tensor] = {}
+    rng = random.Random(0)
+    for role, edit in edits.items():
+        if role not in roles:
+            continue
+        for i in edit.rows:
+            row = roles[role].start + i
+            rng.seed(sentence_seed(edit.seed, texts[row]))
+            plan = edit.augmenter.token_plan(features["input_ids"][row][real[row]].tolist(), rng)
+            if plan is not None:
+                plans[row] = torch.tensor(plan, dtype=torch.long)
+    if not plans:
+        return features
+    width = max(features["input_ids"].shape[1], *(len(plan) for plan in plans.values()))
+
+    def place(target: torch.Tensor, values: torch.Tensor) -> None:  # on the tokenizer's side, the pads on the other
+        if views.pad_left:
+            target[..., width - values.shape[-1]:] = values
+        else:
+            target[..., :values.shape[-1]] = values
+
+    edited = {}
+    for key, value in features.items():
+        pad = views.padding.get(key, 0)
+        edited[key] = value.new_full((value.shape[0], width), pad)
+        place(edited[key], value)
+        for row, plan in plans.items():
+            edited[key][row] = pad
+            place(edited[key][row], value[row][real[row]][plan])
+    return edited
+
+
 class Collator:
     """Views, tokenisation and the token passes, in the worker: (step, sentences[, line numbers]) -> Batch.
 
@@ -131,6 +173,8 @@ class Collator:
                         lines.extend(line if text == sentence else None
                                      for text, sentence, line in zip(rows, sentences, corpus_lines, strict=True))
             batch.features = self.features(texts, None if corpus_lines is None else lines)
+            if views.token_edits:  # after truncation (ESimCSE's repetition makes a positive longer than max_seq_len)
+                batch.features = edit_token_ids(batch.features, texts, roles, views.token_edits, self.view_builder)
             batch.roles, batch.views = roles, views
             count_tokens(batch, batch.features)
             if views.labels is not None:

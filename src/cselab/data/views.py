@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cselab.augment.base import Augmenter, sentence_seed, special_tokens
 from cselab.config import ViewsConfig
@@ -18,12 +18,24 @@ from cselab.errors import ConfigError
 
 
 @dataclass
+class TokenEdit:
+    """An augmenter's edit of a role's token ids, made by the collator once the rows are tokenised
+    (``Augmenter.edits_token_ids``): each of ``rows`` (indices into the role) with the generator of
+    ``sentence_seed(seed, its text)``, as text augmenters seed a sentence."""
+
+    augmenter: Augmenter
+    seed: int
+    rows: list[int]
+
+
+@dataclass
 class StepViews:
     anchors: list[str]  # the anchor texts as encoded (augmented when views.anchor is set)
     positives: list[str] | None = None  # None: dropout, the anchors encoded a second time
     negatives: list[str] | None = None  # hard negatives, one per anchor
     labels: list[int] | None = None  # augmentation type per anchor (discriminator target)
     label_texts: list[str] | None = None  # augmented texts whose type the labels give
+    token_edits: dict[str, TokenEdit] = field(default_factory=dict)  # by role: edits of its token ids
 
 
 class ViewBuilder:
@@ -40,6 +52,10 @@ class ViewBuilder:
                                                                      views.negative_params)
         self.labelers = [_build(key, name, params) for key, name, params in label_augmenters(views)]
         self.label_sampling = views.label_sampling
+        # The pad value of each tokenised feature, and the side (use_tokenizer): for edits of token ids.
+        self.padding: dict[str, int] = {}
+        self.pad_left = False
+        refuse_token_edits(self.anchor, self.positive, self.negative, self.labelers)
         # Corpus-level work before the first step: UNA's TF-IDF, a cache of paraphrases built for the
         # whole corpus. The positives first: UNA + paraphrasing fits its TF-IDF on them too.
         for augmenter in (self.anchor, self.positive, *self.labelers):
@@ -68,6 +84,10 @@ class ViewBuilder:
         call after the encoder has added ``special_tokens``."""
         for augmenter in self.augmenters:
             augmenter.use_tokenizer(tokenizer)
+        # What the collator pads with when an edit of token ids changes the rows' lengths.
+        self.padding = {"input_ids": tokenizer.pad_token_id or 0,
+                        "token_type_ids": getattr(tokenizer, "pad_token_type_id", 0) or 0}
+        self.pad_left = tokenizer.padding_side == "left"
 
     @property
     def special_tokens(self) -> tuple[str, ...]:
@@ -79,13 +99,20 @@ class ViewBuilder:
                                                                              step_seed(self.seed, step, Stream.ANCHOR))
         views = StepViews(anchors=anchors)
         if self.positive is not None:
-            positives = self.positive.augment(sentences, step_seed(self.seed, step, Stream.POSITIVE))
+            seed = step_seed(self.seed, step, Stream.POSITIVE)
+            edits_ids = getattr(self.positive, "edits_token_ids", False)  # an object with augment() alone serves too
+            # The text stays the sentence where the augmenter edits its token ids (the collator does).
+            positives = list(sentences) if edits_ids else self.positive.augment(sentences, seed)
+            kept = range(len(sentences))
             if self.positive_prob < 1:
                 # Rows left out keep the anchor text: their positive is the dropout view.
                 rng = random.Random(step_seed(self.seed, step, Stream.POSITIVE_SHARE))
-                positives = [p if rng.random() < self.positive_prob else a
-                             for p, a in zip(positives, anchors, strict=True)]
+                kept = [i for i in range(len(sentences)) if rng.random() < self.positive_prob]
+                chosen = set(kept)
+                positives = [p if i in chosen else a for i, (p, a) in enumerate(zip(positives, anchors, strict=True))]
             views.positives = positives
+            if edits_ids:
+                views.token_edits["positive"] = TokenEdit(self.positive, seed, list(kept))
         if self.negative is not None and step % self.negative_every == 0:
             views.negatives = self.negative.augment(sentences, step_seed(self.seed, step, Stream.NEGATIVE))
         if self.labelers:
@@ -116,6 +143,19 @@ class ViewBuilder:
                 for i, text in zip(rows, out, strict=True):
                     texts[i] = text
         return [choice[i] + 1 if texts[i] != sentences[i] else 0 for i in range(len(sentences))], texts
+
+
+def refuse_token_edits(anchor: Augmenter | None, positive: Augmenter | None, negative: Augmenter | None,
+                       labelers: list[Augmenter]) -> None:
+    """An augmenter that edits token ids (``Augmenter.edits_token_ids``) serves as ``views.positive``
+    alone: its edit is made on the positive's rows, which no other role or composition sees."""
+    roles = [("views.anchor", anchor), ("views.negative", negative), *(("views.label", one) for one in labelers),
+             *(("views.positive", part) for part in (positive.parts if positive is not None else ()))]
+    for key, augmenter in roles:
+        for part in _parts(augmenter):
+            if getattr(part, "edits_token_ids", False):
+                raise ConfigError(f"{key}: {part.name} (as set) edits the encoder's token ids after truncation; "
+                                  f"only views.positive takes it, on its own")
 
 
 def _build(role: str, name: str, params: dict):

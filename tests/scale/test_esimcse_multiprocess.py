@@ -1,0 +1,54 @@
+"""ESimCSE under torchrun: 2 gloo processes x batch 4 train like 1 process x batch 8, the queue holding
+the global batch's keys (gathered in rank order, the same on every process) and the momentum encoder
+the same EMA."""
+import json
+import os
+import subprocess
+import sys
+
+import torch
+from safetensors.torch import load_file
+
+from cselab.train import checkpoint as ckpt
+from tests.conftest import TINY_BERT, free_port
+
+# Without dropout both runs are deterministic, so any difference comes from the processes themselves.
+NO_DROPOUT = {**TINY_BERT, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+QUEUE = 12  # 1.5 global batches: after 3 steps the oldest 12 keys are gone
+
+
+def _args(corpus, out, batch):
+    overrides = [f"model.from_config={json.dumps(NO_DROPOUT)}", f"optim.batch_size={batch}", "optim.lr=1e-4",
+                 "train.precision=fp32", "train.eval_steps=0", "train.save_steps=3", "train.log_steps=1",
+                 f"objective=[{{name: esimcse, temperature: 0.05, momentum: 0.995, queue_size: {QUEUE}}}]"]
+    args = ["train", "--recipe", "esimcse", "--corpus", str(corpus), "--output-dir", str(out), "--max-steps", "3"]
+    for item in overrides:
+        args += ["--set", item]
+    return args
+
+
+def test_two_processes_keep_the_global_batch_queue_of_one_process(tmp_path, tiny_corpus):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CSELAB_CACHE": str(tmp_path / "cache")}
+    single = subprocess.run([sys.executable, "-m", "cselab.cli", *_args(tiny_corpus, tmp_path / "one", 8)],
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert single.returncode == 0, single.stderr[-2000:]
+    multi = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                            f"--master_port={free_port()}",
+                            "-m", "cselab.cli", *_args(tiny_corpus, tmp_path / "two", 4)],
+                           env=env, capture_output=True, text=True, timeout=300)
+    assert multi.returncode == 0, multi.stderr[-3000:]
+    losses = [[json.loads(line)["loss"] for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
+              for run in ("one", "two")]
+    assert len(losses[0]) == 3 and all(abs(a - b) < 1e-5 for a, b in zip(*losses, strict=True))
+    one, two = (ckpt.read_checkpoint(tmp_path / run / "checkpoints" / "step-00000003").states for run in ("one", "two"))
+    queue_one, queue_two = one["momentum_keys.queue"]["keys"], two["momentum_keys.queue"]["keys"]
+    assert queue_one.shape == queue_two.shape == (QUEUE, TINY_BERT["hidden_size"])
+    # Each process pads to its own longest sentence, so the keys differ by float rounding only.
+    assert torch.allclose(queue_one, queue_two, atol=1e-5)
+    assert not torch.allclose(queue_two[:4], queue_two[4:8], atol=1e-3)  # the two processes' rows, not one's twice
+    momentum_one, momentum_two = (states["momentum_keys.momentum_encoder"]["weights"] for states in (one, two))
+    assert max((momentum_one[k] - momentum_two[k]).abs().max().item() for k in momentum_one) < 1e-5
+    # Every process computed its loss with that queue: the weights are the single process's.
+    a, b = (load_file(str(tmp_path / "one" / "model.safetensors")),
+            load_file(str(tmp_path / "two" / "model.safetensors")))
+    assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-5
