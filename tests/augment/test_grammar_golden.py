@@ -12,8 +12,9 @@ auxiliaries by default and its place, the first be-verb or verb ROOT in word ord
 makes fewer than two negations; issue 38 item 4; ``none`` and ``template_only`` are the earlier
 default and the earlier ``template``, their outputs as recorded); ``random_word_augmentation`` and
 ``random_swap`` (nlpaug's own RandomWordAug by default, issue 38 item 7: the outputs recorded before
-are those of ``rule: cselab``, kept under the labels "... cselab"). Re-record only on purpose, with
-the reason in the commit message:
+are those of ``rule: cselab``, kept under the labels "... cselab") and ``city_names_transformation``
+(spaCy's NER and GeoNames' city lists, issue 38 item 7). Re-record only on purpose, with the reason
+in the commit message:
 
     python -m tests.augment.test_grammar_golden     # rewrites tests/augment/golden_grammar.json
 """

