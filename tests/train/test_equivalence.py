@@ -7,9 +7,10 @@ come from a per-step seeded generator in the data collator instead of the global
 ``mlm_baseline`` was recorded after the restructuring, to catch any later drift. The tolerance
 allows only for floating-point differences between CPUs' kernels. Recipes whose defaults later moved
 to their papers' (UNA's 4N NT-Xent and no gradient clipping, CLEAR's summed loss, AugCSE's DiffCSE
-projector) are run with the settings the baseline was recorded with: ``una-infonce`` is the former
-``una``. AugCSE's views changed by design when ``tense_transformation`` gained the future tense:
-``augcse-4`` was recorded again then (``views_changed_baseline``), to catch any later drift.
+projector, nlpaug's own ``random_swap``) are run with the settings the baseline was recorded with:
+``una-infonce`` is the former ``una``. AugCSE's views changed by design when ``tense_transformation``
+gained the future tense: ``augcse-4`` was recorded again then (``views_changed_baseline``), to catch
+any later drift.
 """
 from __future__ import annotations
 
@@ -29,8 +30,10 @@ RECIPES = {"simcse": ("simcse", []), "simcse-gradcache": ("simcse", ["optim.grad
            # UNA's recipes later dropped gradient clipping (the authors' loop); the baseline clipped at 1.0.
            "una": ("una-infonce", ["views.negative_every=2", "optim.max_grad_norm=1.0"]),
            "una-ntxent": ("una-ntxent", ["views.negative_every=2", "optim.max_grad_norm=1.0"]),
-           "augcse-4": ("augcse-4", ["model.projection=bn_mlp", "views.label_sampling=per_step"]),  # the head before
-           # DiffCSE's diffcse_mlp, and label views drawn at every step as when recorded (now: once per sentence)
+           "augcse-4": ("augcse-4", ["model.projection=bn_mlp", "views.label_sampling=per_step",
+                                     "views.label_params={random_swap: {rule: cselab}}"]),  # the head before
+           # DiffCSE's diffcse_mlp, label views drawn at every step as when recorded (now: once per sentence),
+           # and random_swap's own rule of then (now: nlpaug's RandomWordAug, the authors')
            # The baseline predates CLEAR's summed L_CL (Eq. 2); the mean form it was recorded with is pinned here.
            "clear-del-word": ("clear-del-word", ["objective=[{name: ntxent, temperature: 0.05}, "
                                                  "{name: mlm, weight: 1.0, probability: 0.15}]"])}

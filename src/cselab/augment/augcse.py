@@ -21,9 +21,8 @@ registry name                   AugCSE / NL-Augmenter name                 tag (
 ``number_to_word``              NumericToWord                              meaning-preserving
 =============================== ========================================== ====================
 
-The 16-set entries whose NL-Augmenter/nlpaug versions need a model, a data file or nlpaug (city
-names, colours, nlpaug's random word and random swap, casual-to-formal) are rules in
-``augcse_rules.py``.
+The 16-set entries whose NL-Augmenter versions need a model, a data file or nlpaug (city names,
+colours, nlpaug's random word and random swap, casual-to-formal) are in ``augcse_rules.py``.
 
 The rules are our own implementations of those descriptions (not NL-Augmenter's code). Rules
 that need grammar read a spaCy parse (loaded lazily, once per process, named entities never
@@ -98,8 +97,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 #: None marks the four Table 3 entries outside the 16-set that cselab does not implement:
 #: Summarization (a summariser model), GeoNamesTransformation (a gazetteer),
 #: RandomWordEmbAugmentation (word2vec neighbours; ``glove_synonym_substitution`` is the nearest)
-#: and RandomContextualWordAugmentation (a masked LM). The 16-set entries whose NL-Augmenter/nlpaug
-#: versions need a model, a data file or nlpaug are rules in ``augcse_rules.py``.
+#: and RandomContextualWordAugmentation (a masked LM). The 16-set entries whose NL-Augmenter
+#: versions need a model, a data file or nlpaug are in ``augcse_rules.py``.
 #:
 #: RandomDeletion, RandomCrop, RandomSwap and RandomWordAugmentation are nlpaug's
 #: ``RandomWordAug`` in the authors' code (``transformations/random_word_augmentation``):
@@ -194,10 +193,12 @@ def augcse_set(size: int) -> list[str]:
 
 # =========================================================================== rules over a parse
 # The spaCy components each level runs: "tag": POS tags and morphology only (twice as fast as
-# "parse"); "parse": + dependencies and lemmas; "sentences": rule-based boundaries, no model.
+# "parse"); "parse": + dependencies and lemmas; "sentences": rule-based boundaries, no model;
+# "entities": named entities only (the NER has a tok2vec of its own).
 LEVEL_COMPONENTS = {"tag": ("tok2vec", "tagger", "attribute_ruler"),
                     "parse": ("tok2vec", "tagger", "parser", "attribute_ruler", "lemmatizer"),
-                    "sentences": SENTENCIZER}
+                    "sentences": SENTENCIZER,
+                    "entities": ("ner",)}
 
 
 class SpacyRule(Augmenter):

@@ -23,6 +23,7 @@ EXAMPLES = [
     "I can't believe it's already 2023; however, the project isn't finished.",
     "The committee will approve the new budget next week.",
     "The sun rose early. Birds began to sing. We walked to the lake.",
+    "The band flew from London to Chicago for the final concert.",
 ]
 
 # Parameters for augmenters that cannot be built without them (composition, cache).

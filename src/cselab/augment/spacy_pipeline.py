@@ -49,7 +49,8 @@ def load_pipeline(components: tuple[str, ...], model: str | None = None) -> Lang
 
     ``model=None`` takes the first of MODEL_NAMES that loads. Components outside ``components``
     are disabled: they stay reachable (SDA reads the lemmatizer's tables) but never run; NER is
-    not loaded at all. ``components=SENTENCIZER`` gives a blank pipeline instead (``model`` unused).
+    not loaded at all unless ``components`` names it. ``components=SENTENCIZER`` gives a blank
+    pipeline instead (``model`` unused).
     """
     return _load_pipeline(components, model)  # one call form: the cache tells f(x) and f(x, None) apart
 
@@ -67,7 +68,7 @@ def _load_pipeline(components: tuple[str, ...], model: str | None) -> Language:
     errors = []
     for name in (model,) if model else MODEL_NAMES:
         try:
-            nlp = spacy.load(name, exclude=["ner"])
+            nlp = spacy.load(name, exclude=[] if "ner" in components else ["ner"])
         except OSError as error:
             errors.append(f"{name}: {' '.join(str(error).split())}")  # one line, however spaCy wraps it
             continue
