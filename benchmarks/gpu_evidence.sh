@@ -35,9 +35,9 @@ esac
 refuse() { echo "gpu_evidence.sh: $*" >&2; exit 2; }
 
 # The methods, by recipe name: the one list (costliest first, so that the parallel slots end together).
-# Another recipe joins by name (esimcse, diffcse: issue 43); what it needs beyond its recipe on the GPU
+# Another recipe joins by name; what it needs beyond its recipe on the GPU
 # machine goes into method_settings and cached_augmenters below.
-METHODS=${METHODS:-"augcse clear-del-word una sda-pi focal simcse"}
+METHODS=${METHODS:-"augcse diffcse clear-del-word esimcse una sda-pi focal simcse"}
 SEEDS=${SEEDS:-"42 43"}
 SHARED=${SHARED:-../shared/data}
 PYTHON=${PYTHON:-python3}

@@ -14,7 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "gpu_evidence.sh"
-METHODS = ["augcse", "clear-del-word", "una", "sda-pi", "focal", "simcse"]
+METHODS = ["augcse", "diffcse", "clear-del-word", "esimcse", "una", "sda-pi", "focal", "simcse"]
 COMMITTED = [REPO / "benchmarks" / "results" / f"gpu_evidence.{suffix}" for suffix in ("md", "json")]
 
 sys.path.insert(0, str(REPO / "tests" / "evaluate"))

@@ -109,11 +109,15 @@ def test_too_few_examples_per_label_is_one_line(saved_model, tmp_path, capsys):
     assert "has 6 examples; 10-fold nested cross-validation needs at least 20 of each label" in capsys.readouterr().err
 
 
-def test_a_new_task_is_one_registered_class(monkeypatch, senteval_dir):
+@pytest.fixture
+def restored_tasks():
+    saved = tasks.TASKS.snapshot()
+    yield
+    tasks.TASKS.restore(saved)
+
+
+def test_a_new_task_is_one_registered_class(restored_tasks, senteval_dir):
     """Groups, names, dev support and table headings all come from the class's own metadata."""
-    monkeypatch.setattr(tasks.TASKS, "_factories", dict(tasks.TASKS._factories))
-    monkeypatch.setattr(tasks.TASKS, "_descriptions", dict(tasks.TASKS._descriptions))
-    monkeypatch.setattr(tasks, "_ORDER", list(tasks._ORDER))
 
     @tasks.task("STSBTrain", "STS-B's training file as a further STS column")
     class STSBTrain(tasks.STSPairs):

@@ -135,7 +135,6 @@ def plugin(tmp_path, monkeypatch):
     load_all()  # the shipped augmenters first: the restored registry must still hold them
     registries = (AUGMENTERS, LOSSES, DEV_METRICS, task_registry.TASKS, POOLERS, HEADS, VIEW_ROLES)
     saved = [registry.snapshot() for registry in registries]
-    monkeypatch.setattr(task_registry, "_ORDER", list(task_registry._ORDER))
     folder = tmp_path / "plugins"
     folder.mkdir()
     (folder / "cselab_test_plugin.py").write_text(PLUGIN, encoding="utf-8")

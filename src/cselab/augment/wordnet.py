@@ -142,16 +142,22 @@ def _antonyms(word: str, pos: str | None, senses: int | None = None) -> tuple[st
                     if lemma.name().lower() == key for ant in lemma.antonyms()), word)
 
 
+def _in_order(synsets) -> list:
+    """Related synsets by name: NLTK gathers some relations through a set, whose order follows Python's
+    string hashing (PYTHONHASHSEED), which differs between processes; seeded choices need one order."""
+    return sorted(synsets, key=lambda synset: synset.name())
+
+
 @lru_cache(maxsize=200_000)
 def _hypernyms(word: str, pos: str | None, senses: int | None = None) -> tuple[str, ...]:
-    return _unique((lemma.name() for s in _synsets(word, pos)[:senses] for h in s.hypernyms() + s.instance_hypernyms()
-                    for lemma in h.lemmas()), word)
+    return _unique((lemma.name() for s in _synsets(word, pos)[:senses]
+                    for h in _in_order(s.hypernyms() + s.instance_hypernyms()) for lemma in h.lemmas()), word)
 
 
 @lru_cache(maxsize=200_000)
 def _hyponyms(word: str, pos: str | None, senses: int | None = None) -> tuple[str, ...]:
-    return _unique((lemma.name() for s in _synsets(word, pos)[:senses] for h in s.hyponyms() + s.instance_hyponyms()
-                    for lemma in h.lemmas()), word)
+    return _unique((lemma.name() for s in _synsets(word, pos)[:senses]
+                    for h in _in_order(s.hyponyms() + s.instance_hyponyms()) for lemma in h.lemmas()), word)
 
 
 def synonyms(word: str, pos: str | None = None, senses: int | None = None) -> list[str]:
@@ -287,6 +293,7 @@ class HypernymReplacement(WordNetSubstitution):
     description = "replace ~15% of words by a hypernym of their WordNet noun senses (more general term)"
     relation = "hypernyms"
     pos = "n"
+    output_revision = 1  # related synsets in one order in every process (their order followed PYTHONHASHSEED)
 
 
 @register_augmenter
@@ -296,6 +303,7 @@ class HyponymReplacement(WordNetSubstitution):
     description = "replace ~15% of words by a hyponym of their WordNet noun senses (more specific term)"
     relation = "hyponyms"
     pos = "n"
+    output_revision = 1  # related synsets in one order in every process (their order followed PYTHONHASHSEED)
 
 
 def main(argv: list[str] | None = None) -> int:

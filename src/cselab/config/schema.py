@@ -124,7 +124,9 @@ class ViewsConfig:
     negative_params: dict = setting({}, "the negative augmenter's parameters")
     negative_every: int = setting(1, "make negatives on one batch in every negative_every (UNA's f)",
                                   check=Check(lambda v: v >= 1, "must be >= 1"))
-    label: list = setting([], "augmenters whose type a discriminator predicts (AugCSE); empty: no label view")
+    label: list = setting([], "augmenters whose type a discriminator predicts (AugCSE), each a name or a mapping "
+                              "{name: ..., <parameters>} (one augmenter listed twice with its own parameters, e.g. "
+                              "cached files); empty: no label view")
     label_params: dict = setting({}, "each label augmenter's parameters, by name")
     label_sampling: str = setting("per_sentence", "per_sentence: each sentence's augmentation type and text are "
                                                   "drawn once and kept in every epoch (AugCSE's section 4.2); "

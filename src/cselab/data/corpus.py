@@ -118,7 +118,7 @@ def _convert_hint(source: str) -> str:
             f"e.g. iconv -f {source} -t utf-8")
 
 
-def _decode(raw: bytes, where: str) -> str:
+def decode_line(raw: bytes, where: str) -> str:
     """UTF-8, or a CorpusError naming the file and line (``where``): Latin-1, cp1252 and other
     bytes would otherwise train on garbled text without anyone noticing."""
     try:
@@ -237,7 +237,7 @@ def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
 
 def _lines(path: Path) -> Iterator[str]:
     for number, raw in _raw_lines(path):
-        yield _decode(raw, f"{path}:{number}")
+        yield decode_line(raw, f"{path}:{number}")
 
 
 def text_lines(path: Path) -> list[str]:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cselab.data.corpus import CorpusError, CorpusStats, _decode, clean_line, is_file, iter_corpus, text_encoding
+from cselab.data.corpus import CorpusError, CorpusStats, clean_line, decode_line, is_file, iter_corpus, text_encoding
 from cselab.file_writes import write_text_atomically
 
 # Part of every index and spool cache key: a reader change (UTF-8 is now checked, not replaced)
@@ -148,7 +148,7 @@ class IndexedTextCorpus(Sequence[str]):
                 piece_offset = offset
                 for piece in chunk.removesuffix(b"\n").removesuffix(b"\r").split(b"\r"):
                     number += 1
-                    if clean_line(_decode(piece, f"{self.path}:{number}"), stats) is not None:
+                    if clean_line(decode_line(piece, f"{self.path}:{number}"), stats) is not None:
                         stats.kept += 1
                         buffer.append(piece_offset)
                     piece_offset += len(piece) + 1

@@ -43,10 +43,9 @@ class Task(Protocol):
     def score(self, lookup: Lookup) -> dict: ...
 
 
-TASKS: Registry[Callable[..., Task]] = Registry("evaluation task")
+TASKS: Registry[Callable[..., Task]] = Registry("evaluation task", ordered=True)  # in the papers' column order
 FILE_TASKS: Registry[Callable[..., Task]] = Registry("evaluation file kind")  # KIND:PATH, a user's own data
 GROUPS = ("sts", "transfer", "align")  # what --tasks may name besides task names (and "all"); in table order
-_ORDER: list[str] = []  # registration order: the papers' column order
 
 
 def task(name: str, description: str):
@@ -54,7 +53,6 @@ def task(name: str, description: str):
     def decorator(cls):
         cls.name = name
         TASKS.register(name, description)(cls)
-        _ORDER.append(name)
         return cls
     return decorator
 
@@ -421,11 +419,11 @@ def is_file_task(item: str) -> bool:
 
 def group_names(group: str, split: str = "test") -> list[str]:
     """The registered tasks of ``group`` that ``split`` evaluates, in table order."""
-    return [n for n in _ORDER if TASKS.get(n).group == group and (split == "test" or TASKS.get(n).dev_label)]
+    return [n for n in TASKS.names() if TASKS.get(n).group == group and (split == "test" or TASKS.get(n).dev_label)]
 
 
 def dev_names() -> list[str]:
-    return [n for n in _ORDER if TASKS.get(n).dev_label]
+    return [n for n in TASKS.names() if TASKS.get(n).dev_label]
 
 
 def label(name: str, split: str) -> str:
@@ -442,7 +440,7 @@ def canonical_name(name: str) -> str:
     if key in TASKS:
         return key
     folded = key.lower().replace("-", "").replace("_", "")
-    for known in _ORDER:
+    for known in TASKS.names():
         if folded in (known.lower(), *TASKS.get(known).aliases):
             return known
     TASKS.get(key)  # raises KeyError listing the known names
