@@ -105,3 +105,19 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+@pytest.fixture
+def offline_home(tmp_path, monkeypatch) -> Path:
+    """An empty home (no cselab data, an empty Hugging Face cache), the Hub offline, cwd inside it."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for name in ("CSELAB_DATA", "CSELAB_WIKI1M"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(home / "hf-hub"))
+    monkeypatch.chdir(home)
+    return home

@@ -18,20 +18,6 @@ from cselab.config import load_config
 from cselab.evaluate import download
 
 
-@pytest.fixture
-def offline_home(tmp_path, monkeypatch) -> Path:
-    """An empty home (no cselab data, an empty Hugging Face cache), the Hub offline, cwd inside it."""
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    for name in ("CSELAB_DATA", "CSELAB_WIKI1M"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(home / "hf-hub"))
-    monkeypatch.chdir(home)
-    return home
-
-
 def cache_fake_model(hub_cache: Path, name: str = "bert-base-uncased") -> None:
     """The Hugging Face cache layout of a downloaded model: refs/main -> snapshots/<commit>/files."""
     repo = hub_cache / f"models--{name}"

@@ -13,26 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from cselab.cli import main
-from tests.conftest import TINY_BERT
+from tests.reliability.test_new_user import TINY, cli, tiny_sets
 
-TINY = {"model.from_config": json.dumps(TINY_BERT), "train.num_workers": "0", "train.device": "cpu",
-        "train.precision": "fp32", "train.eval_steps": "0", "train.compile": "false", "optim.batch_size": "4",
-        "train.log_steps": "1"}
-
-
-def cli(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(argv)
-        except SystemExit as exc:
-            code = exc.code
-    return code, out.getvalue(), err.getvalue()
-
-
-def tiny_sets(**extra) -> list[str]:
-    return [item for key, value in {**TINY, **extra}.items() for item in ("--set", f"{key}={value}")]
+# the one-line commands and the tiny settings are the first pass's (tests/reliability/test_new_user.py)
 
 
 @pytest.fixture

@@ -11,20 +11,15 @@ from safetensors.torch import load_file
 
 from cselab.train import checkpoint as ckpt
 from tests.conftest import TINY_BERT, free_port
+from tests.scale.test_multiprocess_training import _args as two_process_args
 
-# Without dropout both runs are deterministic, so any difference comes from the processes themselves.
-NO_DROPOUT = {**TINY_BERT, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 QUEUE = 12  # 1.5 global batches: after 3 steps the oldest 12 keys are gone
+ESIMCSE = ("train.save_steps=3",
+           f"objective=[{{name: esimcse, temperature: 0.05, momentum: 0.995, queue_size: {QUEUE}}}]")
 
 
 def _args(corpus, out, batch):
-    overrides = [f"model.from_config={json.dumps(NO_DROPOUT)}", f"optim.batch_size={batch}", "optim.lr=1e-4",
-                 "train.precision=fp32", "train.eval_steps=0", "train.save_steps=3", "train.log_steps=1",
-                 f"objective=[{{name: esimcse, temperature: 0.05, momentum: 0.995, queue_size: {QUEUE}}}]"]
-    args = ["train", "--recipe", "esimcse", "--corpus", str(corpus), "--output-dir", str(out), "--max-steps", "3"]
-    for item in overrides:
-        args += ["--set", item]
-    return args
+    return two_process_args(corpus, out, batch, recipe="esimcse", extra=ESIMCSE)
 
 
 def test_two_processes_keep_the_global_batch_queue_of_one_process(tmp_path, tiny_corpus):

@@ -13,10 +13,11 @@ from tests.conftest import TINY_BERT, free_port
 NO_DROPOUT = {**TINY_BERT, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 
 
-def _args(corpus, out, batch):
+def _args(corpus, out, batch, recipe: str = "simcse", extra: tuple[str, ...] = ("train.save_steps=0",)):
+    """``cselab train`` for three steps of ``recipe`` without dropout (``extra``: more --set items)."""
     overrides = [f"model.from_config={json.dumps(NO_DROPOUT)}", f"optim.batch_size={batch}", "optim.lr=1e-4",
-                 "train.precision=fp32", "train.eval_steps=0", "train.save_steps=0", "train.log_steps=1"]
-    args = ["train", "--corpus", str(corpus), "--output-dir", str(out), "--max-steps", "3"]
+                 "train.precision=fp32", "train.eval_steps=0", "train.log_steps=1", *extra]
+    args = ["train", "--recipe", recipe, "--corpus", str(corpus), "--output-dir", str(out), "--max-steps", "3"]
     for item in overrides:
         args += ["--set", item]
     return args

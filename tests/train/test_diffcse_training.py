@@ -167,24 +167,14 @@ def test_offline_without_the_generator_the_run_stops_at_once_naming_the_key(tiny
     assert not out.exists()
 
 
-def test_paper_setting_offline_names_the_generator_among_the_missing_pieces(tmp_path, capsys, monkeypatch):
-    from huggingface_hub import constants
-
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    for name in ("CSELAB_DATA", "CSELAB_WIKI1M"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(home / "hf-hub"))
-    monkeypatch.chdir(home)
+def test_paper_setting_offline_names_the_generator_among_the_missing_pieces(offline_home, capsys):
     assert cli.main(["train", "--recipe", "diffcse", "--paper-setting"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("cselab train: error: --paper-setting: missing model "
                                                    "bert-base-uncased (")
     assert "; objective[1].generator: cannot load 'distilbert-base-uncased': " in err
     assert "corpus" in err and "SentEval" in err
-    assert list(home.iterdir()) == []  # nothing written
+    assert list(offline_home.iterdir()) == []  # nothing written
 
 
 def test_paper_setting_passes_the_papers_generator_through(tmp_path, monkeypatch):
