@@ -58,7 +58,8 @@ def test_a_term_gets_every_size_the_contract_promises(tiny_encoder):
 
     context = term_context(tiny_encoder, torch.nn.Identity(), ViewsConfig(label=["eda_random_swap"]))
     promised = {"embedding_size", "hidden_size", "vocab_size", "model_type", "hidden_act", "layer_norm_eps",
-                "num_labels"}
+                "num_labels", "projected"}
     assert promised == set(context)
     assert context["vocab_size"] == len(tiny_encoder.tokenizer) and context["hidden_act"] == "gelu"
     assert context["layer_norm_eps"] == tiny_encoder.backbone.config.layer_norm_eps and context["num_labels"] == 2
+    assert context["projected"] is False

@@ -61,9 +61,23 @@ def test_the_term_reads_the_pass_with_its_settings_and_refuses_bad_values():
     for bad in ({"temperature": 0}, {"momentum": 1.5}, {"queue_size": 0}):
         with pytest.raises(ValueError):
             term(**bad)
-    # The queue holds the encoder's vectors: a head of another width is refused, naming the key.
+    # The queue holds the encoder's vectors: any training head (same width or not) is refused, naming the key.
     with pytest.raises(ConfigError, match="model.projection"):
-        term(embedding_size=16, hidden_size=32)
+        term(projected=True)
+    assert term(projected=False).temperature == 0.05
+
+
+def test_a_projection_head_of_the_encoders_width_is_refused_before_training(tiny_corpus, tmp_path):
+    import json
+
+    from cselab.config import load_config
+    from cselab.train.setup import build_setup
+    from tests.conftest import TINY_BERT
+
+    config = load_config("esimcse", [f"model.from_config={json.dumps(TINY_BERT)}", f"data.corpus={tiny_corpus}",
+                                     "model.projection=bn_mlp", f"train.output_dir={tmp_path / 'run'}"])
+    with pytest.raises(ConfigError, match="^model.projection: the esimcse queue holds the encoder's own vectors"):
+        build_setup(config, torch.device("cpu"))
 
 
 def test_the_momentum_update_is_an_ema_of_the_online_parameters():

@@ -143,9 +143,10 @@ class LossTerm(nn.Module):
     The constructor's parameters are what a recipe's term may set; their defaults give the types a
     recipe's values must have (``LOSSES.argument_problem``). What is known only from the model
     (``embedding_size``, ``hidden_size``, ``vocab_size``, ``model_type``, ``hidden_act``,
-    ``layer_norm_eps``, ``num_labels``) is taken as keyword parameters defaulting to None: a recipe is
+    ``layer_norm_eps``, ``num_labels``, ``projected``: a training head runs after the pooler) is taken as keyword
+    parameters defaulting to None: a recipe is
     validated by building every term without them, so a term builds its layers only once they are
-    known; the training loop fills those the recipe leaves null (``train/parts.py:term_context``).
+    known; the training loop fills those the recipe leaves null (``train/setup.py:term_context``).
 
     ``forward(inputs)`` returns ``(loss, logs)``: a scalar tensor and short names -> detached scalar
     tensors (``loss``, ``acc``...). The objective logs them under the term's name (``infonce.acc``),

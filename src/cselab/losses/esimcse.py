@@ -203,7 +203,7 @@ class ESimCSELoss(LossTerm):
     needs = frozenset({"anchor", "positive", "momentum_keys"})
 
     def __init__(self, temperature: float = 0.05, momentum: float = 0.995, queue_size: int = 160,
-                 embedding_size: int | None = None, hidden_size: int | None = None):
+                 projected: bool | None = None):
         super().__init__()
         if temperature <= 0:
             raise ValueError("temperature must be > 0")
@@ -211,11 +211,12 @@ class ESimCSELoss(LossTerm):
             raise ValueError("momentum must be in [0, 1]")
         if queue_size < 1:
             raise ValueError("queue_size must be >= 1")
-        if embedding_size is not None and hidden_size is not None and embedding_size != hidden_size:
-            # The keys are the encoder's vectors (its pooler and MLP, as the authors'): a head would
-            # put the anchors in another space.
-            raise ConfigError(f"model.projection: the esimcse queue holds the encoder's {hidden_size}-wide vectors, "
-                              f"the head makes {embedding_size}-wide ones; set model.projection: none")
+        if projected:
+            # The keys are the encoder's vectors (its pooler and MLP, as the authors'): a training head
+            # would put the anchors and positives in another space than the queue's keys.
+            raise ConfigError("model.projection: the esimcse queue holds the encoder's own vectors (its pooler and "
+                              "MLP); a projection head would compare them with projected ones; set "
+                              "model.projection: none")
         self.temperature = temperature
         self.token_passes = {"momentum_keys": {"momentum": momentum, "queue_size": queue_size}}
 

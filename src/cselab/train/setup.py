@@ -183,7 +183,8 @@ def term_context(encoder: SentenceEncoder, head: torch.nn.Module, views: ViewsCo
             "vocab_size": len(encoder.tokenizer), "model_type": backbone_config.model_type,
             "hidden_act": getattr(backbone_config, "hidden_act", None),
             "layer_norm_eps": getattr(backbone_config, "layer_norm_eps", None),
-            "num_labels": len(views.label) + 1 if views.label else None}
+            "num_labels": len(views.label) + 1 if views.label else None,
+            "projected": not isinstance(head, torch.nn.Identity)}
 
 
 def check_views_for(objective: Objective, views: ViewsConfig) -> None:
