@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from cselab.augment.base import Augmenter, register_augmenter
 from cselab.evaluate.dev import DEV_METRICS, DevMetric
 from cselab.evaluate.sts import spearman100
-from cselab.evaluate.tasks import _Base, task
+from cselab.evaluate.tasks import TaskBase, task
 from cselab.losses.base import LOSSES, LossTerm, register_view_role
 from cselab.model.heads import HEADS
 from cselab.model.poolers import POOLERS
@@ -109,7 +109,7 @@ class Spread(DevMetric):
 
 
 @task("plugin_pairs", "scored pairs from pairs.tsv in the data folder: Spearman x100")
-class Pairs(_Base):
+class Pairs(TaskBase):
     group, display = "own", "Plugin pairs"
 
     def relative_files(self):

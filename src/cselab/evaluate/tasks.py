@@ -80,7 +80,10 @@ def _unique(*lists: list[str]) -> list[str]:
     return sorted(set().union(*lists))
 
 
-class _Base:
+class TaskBase:
+    """The base of an evaluation task class (a plug-in's too): its metadata as class attributes, its data
+    read once (``data()``), its files found in the data directory (``files()``)."""
+
     name = ""
     group = ""
     display = ""  # the table heading; empty: the name
@@ -132,7 +135,7 @@ class _Base:
         raise NotImplementedError
 
 
-class STSYear(_Base):
+class STSYear(TaskBase):
     """One SemEval STS year: all subsets read, scored per subset and pooled ("all")."""
 
     group = "sts"
@@ -180,7 +183,7 @@ class _ScoredPairs:
         return {"score": value, "spearman": value, "n": len(pairs), "file": self.result_file(), **self.extra(pairs)}
 
 
-class STSPairs(_ScoredPairs, _Base):
+class STSPairs(_ScoredPairs, TaskBase):
     """SentEval's scored pairs (STS-B, SICK-R): one split's file of the data directory."""
 
     group = "sts"
@@ -215,7 +218,7 @@ def _score_key(split: str) -> str:
     return "acc" if split == "test" else "devacc"
 
 
-class BinaryCV(_Base):
+class BinaryCV(TaskBase):
     """MR, CR, SUBJ, MPQA: nested 10-fold cross-validation over all sentences."""
 
     group = "transfer"
@@ -241,7 +244,7 @@ for _name in BINARY_FILES:
 
 
 @task("SST2", "SST-2 binary sentiment: train, C on dev, test (dev split: dev accuracy)")
-class SST2(_Base):
+class SST2(TaskBase):
     group, display, dev_label, aliases = "transfer", "SST-2", "SST-2 (dev)", ("sst",)
 
     def relative_files(self) -> list[str]:
@@ -274,7 +277,7 @@ class SST2(_Base):
 
 
 @task("TREC", "TREC question type (6 classes): C by CV on train, test on TREC_10")
-class TREC(_Base):
+class TREC(TaskBase):
     group = "transfer"
 
     def relative_files(self) -> list[str]:
@@ -295,7 +298,7 @@ class TREC(_Base):
 
 @task("MRPC", "MRPC paraphrase, features [u, v, |u-v|, u*v] (senteval protocol: [|u-v|, u*v]): "
               "C by CV on train, test (dev split: CV accuracy)")
-class MRPC(_Base):
+class MRPC(TaskBase):
     group, dev_label = "transfer", "MRPC (train CV)"
 
     def relative_files(self) -> list[str]:
@@ -321,7 +324,7 @@ class MRPC(_Base):
 
 
 @task("align", "alignment (STS-B pairs with gold > 4) and uniformity (all STS-B sentences)")
-class AlignUniform(_Base):
+class AlignUniform(TaskBase):
     group, display, dev_label = "align", "Align/Uniform", "Align/Uniform"
     aliases = ("alignment", "uniformity", "alignuniform")
 
@@ -345,7 +348,7 @@ class AlignUniform(_Base):
                 "alpha": 2, "t": 2}
 
 
-class _FileTask(_Base):
+class _FileTask(TaskBase):
     """A user's own file (``KIND:PATH``): read as given, whatever the split (it is the user's data)."""
 
     group = "own"
