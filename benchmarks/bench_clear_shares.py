@@ -126,7 +126,7 @@ def main() -> None:
              "~5% spans) as defaults; `token` counts MiniLM's WordPiece pieces (what the clear-* recipes count), "
              "`word` cselab's word tokens. Target: about 25% deleted and 50% moved at every length. "
              + f"Code: lexical.py sha256 {code_identity()}. "
-            + (f"'before': {args.baseline} (lexical.py sha256 {baseline['code']})." if baseline
+            + (f"'before': the same benchmark on the earlier rules (lexical.py sha256 {baseline['code']})." if baseline
                else "No baseline given ('before' empty)."))
     data = {"lines": len(sentences), "seeds": list(seeds), "code": code_identity(), "by_length": results}
     write_results("clear_shares", data, "CLEAR span deletion and reordering: shares of a sentence's units by length",

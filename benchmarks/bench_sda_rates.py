@@ -121,7 +121,9 @@ def examples(sentences, docs, count: int) -> dict[str, list[dict]]:
 def code_identity() -> dict:
     """Which sda.py produced the numbers (so that a baseline run names its code too)."""
     path = Path(sda.__file__)
-    return {"sda_py": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()[:16]}
+    # The package's own path (src/cselab/augment/sda.py), not this machine's: results are committed.
+    shown = path.relative_to(path.parents[3]) if len(path.parents) > 3 else path.name
+    return {"sda_py": str(shown), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()[:16]}
 
 
 def percent(value: float | None) -> str:
