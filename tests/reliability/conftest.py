@@ -175,3 +175,13 @@ def stsb_dev_dir(tmp_path) -> Path:
     path.parent.mkdir(parents=True)
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
     return tmp_path / "senteval"
+
+
+@pytest.fixture
+def small_corpus(tmp_path) -> Path:
+    """40 lines of 6 words from a small vocabulary (the new-user tests' corpus)."""
+    words = "the cat dog bird river garden house letter song map apple ball sees likes reads red old".split()
+    lines = [" ".join(words[(i * 7 + j * 3) % len(words)] for j in range(6)) for i in range(40)]
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-from pathlib import Path
 
 import pytest
 
@@ -33,14 +32,6 @@ def cli(argv: list[str]) -> tuple[int, str, str]:
 def tiny_sets(**extra) -> list[str]:
     return [item for key, value in {**TINY, **extra}.items() for item in ("--set", f"{key}={value}")]
 
-
-@pytest.fixture
-def small_corpus(tmp_path) -> Path:
-    words = "the cat dog bird river garden house letter song map apple ball sees likes reads red old".split()
-    lines = [" ".join(words[(i * 7 + j * 3) % len(words)] for j in range(6)) for i in range(40)]
-    path = tmp_path / "corpus.txt"
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 # --- 1: a folder named like a recipe never shadows it ---------------------------------------------

@@ -30,14 +30,6 @@ def saved_model(tiny_encoder, tmp_path) -> Path:
     return tiny_encoder.save(tmp_path / "tiny-model")
 
 
-@pytest.fixture
-def small_corpus(tmp_path) -> Path:
-    words = "the cat dog bird river garden house letter song map apple ball sees likes reads red old".split()
-    lines = [" ".join(words[(i * 7 + j * 3) % len(words)] for j in range(6)) for i in range(40)]
-    path = tmp_path / "corpus.txt"
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
 
 # --- 4: a directory where a file is expected ------------------------------------------------------
 

@@ -19,6 +19,7 @@ from safetensors.torch import load_file
 from cselab import cli
 from cselab.config import ConfigError, load_config
 from tests.conftest import TINY_BERT, free_port, save_tiny_generator
+from tests.evaluate.test_paper_setting import cache_fake_model
 from tests.reliability.conftest import TIMING_KEYS, metric_records
 
 STEPS = 12
@@ -184,13 +185,7 @@ def test_paper_setting_passes_the_papers_generator_through(tmp_path, monkeypatch
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-    repo = tmp_path / "hub" / "models--distilbert-base-uncased"  # the cache's layout of a downloaded model
-    snapshot = repo / "snapshots" / ("0" * 40)
-    snapshot.mkdir(parents=True)
-    (snapshot / "config.json").write_text("{}")
-    (snapshot / "model.safetensors").write_bytes(b"weights")
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text("0" * 40)
+    cache_fake_model(tmp_path / "hub", "distilbert-base-uncased")  # the cache's layout of a downloaded model
     config = load_config("diffcse", cli.paper_setting_overrides())
     assert config.objective[1]["generator"] == "distilbert-base-uncased"
     assert config.model.name_or_path == "bert-base-uncased"
