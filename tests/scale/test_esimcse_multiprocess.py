@@ -1,17 +1,14 @@
 """ESimCSE under torchrun: 2 gloo processes x batch 4 train like 1 process x batch 8, the queue holding
 the global batch's keys (gathered in rank order, the same on every process) and the momentum encoder
 the same EMA."""
-import json
-import os
-import subprocess
-import sys
 
 import torch
 from safetensors.torch import load_file
 
 from cselab.train import checkpoint as ckpt
-from tests.conftest import TINY_BERT, free_port
+from tests.conftest import TINY_BERT
 from tests.scale.test_multiprocess_training import _args as two_process_args
+from tests.scale.test_multiprocess_training import train_one_and_two_processes
 
 QUEUE = 12  # 1.5 global batches: after 3 steps the oldest 12 keys are gone
 ESIMCSE = ("train.save_steps=3",
@@ -23,17 +20,7 @@ def _args(corpus, out, batch):
 
 
 def test_two_processes_keep_the_global_batch_queue_of_one_process(tmp_path, tiny_corpus):
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "CSELAB_CACHE": str(tmp_path / "cache")}
-    single = subprocess.run([sys.executable, "-m", "cselab.cli", *_args(tiny_corpus, tmp_path / "one", 8)],
-                            env=env, capture_output=True, text=True, timeout=300)
-    assert single.returncode == 0, single.stderr[-2000:]
-    multi = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-                            f"--master_port={free_port()}",
-                            "-m", "cselab.cli", *_args(tiny_corpus, tmp_path / "two", 4)],
-                           env=env, capture_output=True, text=True, timeout=300)
-    assert multi.returncode == 0, multi.stderr[-3000:]
-    losses = [[json.loads(line)["loss"] for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
-              for run in ("one", "two")]
+    losses = train_one_and_two_processes(tmp_path, tiny_corpus, _args)
     assert len(losses[0]) == 3 and all(abs(a - b) < 1e-5 for a, b in zip(*losses, strict=True))
     one, two = (ckpt.read_checkpoint(tmp_path / run / "checkpoints" / "step-00000003").states for run in ("one", "two"))
     queue_one, queue_two = one["momentum_keys.queue"]["keys"], two["momentum_keys.queue"]["keys"]

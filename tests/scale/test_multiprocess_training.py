@@ -23,18 +23,24 @@ def _args(corpus, out, batch, recipe: str = "simcse", extra: tuple[str, ...] = (
     return args
 
 
-def test_two_processes_train_like_one_process_with_the_global_batch(tmp_path, tiny_corpus):
+def train_one_and_two_processes(tmp_path, corpus, args=_args) -> list[list[float]]:
+    """``args(corpus, out, batch)`` trained by one process x batch 8 (``tmp_path/one``) and by two gloo
+    processes x batch 4 (``tmp_path/two``); each run's logged losses."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CSELAB_CACHE": str(tmp_path / "cache")}
-    single = subprocess.run([sys.executable, "-m", "cselab.cli", *_args(tiny_corpus, tmp_path / "one", 8)],
+    single = subprocess.run([sys.executable, "-m", "cselab.cli", *args(corpus, tmp_path / "one", 8)],
                             env=env, capture_output=True, text=True, timeout=300)
     assert single.returncode == 0, single.stderr[-2000:]
     multi = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
                             f"--master_port={free_port()}",
-                            "-m", "cselab.cli", *_args(tiny_corpus, tmp_path / "two", 4)],
+                            "-m", "cselab.cli", *args(corpus, tmp_path / "two", 4)],
                            env=env, capture_output=True, text=True, timeout=300)
     assert multi.returncode == 0, multi.stderr[-3000:]
-    losses = [[json.loads(line)["loss"] for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
-              for run in ("one", "two")]
+    return [[json.loads(line)["loss"] for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
+            for run in ("one", "two")]
+
+
+def test_two_processes_train_like_one_process_with_the_global_batch(tmp_path, tiny_corpus):
+    losses = train_one_and_two_processes(tmp_path, tiny_corpus)
     assert len(losses[0]) == 3 and all(abs(a - b) < 1e-5 for a, b in zip(*losses, strict=True))
     a, b = (load_file(str(tmp_path / "one" / "model.safetensors")),
             load_file(str(tmp_path / "two" / "model.safetensors")))
