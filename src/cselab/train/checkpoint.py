@@ -326,6 +326,7 @@ class CheckpointWriter:
     def __init__(self, background: bool = True):
         self.background = background
         self._thread: threading.Thread | None = None
+        self._written = threading.Event()  # set when the thread's checkpoint is written (or failed)
         self._error: BaseException | None = None
         self._writing: Path | None = None  # the checkpoint being written, for the error (not its tensors)
 
@@ -335,6 +336,7 @@ class CheckpointWriter:
             self._write(snap)
             self.wait()
             return
+        self._written.clear()
         self._thread = threading.Thread(target=self._write, args=(snap,), name=f"checkpoint-{snap.step}")
         self._thread.start()
 
@@ -344,10 +346,18 @@ class CheckpointWriter:
             write_snapshot(snap)
         except BaseException as exc:  # re-raised in the loop's thread by wait()
             self._error = exc
+        finally:
+            self._written.set()
 
     def wait(self) -> None:
-        """Until the checkpoint being written is on disk; raises what writing it raised."""
+        """Until the checkpoint being written is on disk; raises what writing it raised.
+
+        It waits on an event, and joins the thread only once it has written: a Ctrl-C inside
+        ``Thread.join`` makes CPython (3.12 and before, gh-90882) mark a thread still writing as
+        stopped, so the interpreter would end under it and abort ("terminate called without an
+        active exception"); interrupted here, the next ``wait`` (the block's end) waits on."""
         if self._thread is not None:
+            self._written.wait()
             self._thread.join()
             self._thread = None
         error, self._error = self._error, None
