@@ -93,7 +93,7 @@ def printed_algorithm_3_applies(doc, auxiliary_labels: frozenset[str], copula_as
     negation = any(t.dep_ == "neg" for t in doc)
     auxiliaries = sum(t.dep_ in auxiliary_labels for t in doc)
     roots = [t for t in doc if t.dep_ == "ROOT"]
-    copulas = sum(is_verb(t) and sda.verb_lemma(t) == "be" and not any(c.dep_ in sda.AUX_DEPS for c in t.children)
+    copulas = sum(is_verb(t) and sda.verb_lemma(t) == "be" and not any(c.dep_ in sda.AUXILIARY_DEPS for c in t.children)
                   for t in roots) if copula_as_auxiliary else 0
     return negation + auxiliaries + len(roots) + copulas >= 2
 

@@ -81,6 +81,20 @@ def tiny_encoder():
 
 
 @pytest.fixture
+def saved_model(tiny_encoder, tmp_path) -> Path:
+    """The tiny encoder saved as a model directory."""
+    return tiny_encoder.save(tmp_path / "tiny-model")
+
+
+@pytest.fixture
+def senteval_dir(tmp_path) -> Path:
+    """A generated SentEval directory (tests/evaluate/senteval_files.py)."""
+    from tests.evaluate.senteval_files import make_senteval
+
+    return make_senteval(tmp_path / "senteval")
+
+
+@pytest.fixture
 def tiny_corpus(tmp_path) -> Path:
     """A small generated corpus file (never lines of ../shared)."""
     import random

@@ -113,9 +113,6 @@ def _run_train(args) -> int:
     from cselab.data.corpus import check_hf_source
 
     check_hf_source(config.data.corpus)  # before torch is imported, as the model is checked
-    from cselab.losses import check_models
-
-    check_models(config.objective)  # a term's own model (DiffCSE's generator), before the run's folder is touched
     from cselab.train.loop import train
 
     summary = train(config, resume=not args.no_resume)
@@ -202,17 +199,18 @@ def _corpus_dest_flag(corpus: str) -> str:
     return "" if Path(corpus).expanduser() == default_wiki1m_path() else f" --dest {corpus}"
 
 
-def _senteval_folder(dev_dir: str | None) -> Path:
-    from cselab.evaluate.download import senteval_dir
-
-    return senteval_dir(dev_dir)
-
-
 def _senteval_dest_flag(folder: Path) -> str:
     """`` --dest DIR`` for `cselab data download` to fill ``folder``; empty where it puts the data anyway."""
     from cselab.evaluate.download import senteval_dir
 
     return "" if folder == senteval_dir() else f" --dest {folder}"
+
+
+def _senteval_folder(dev_dir: str | None) -> Path:
+    """Where --paper-setting looks for SentEval data (``evaluate.download.senteval_dir``: imported when needed)."""
+    from cselab.evaluate.download import senteval_dir
+
+    return senteval_dir(dev_dir)
 
 
 def _missing_corpus(corpus: str, failure: str | None = None) -> str | None:

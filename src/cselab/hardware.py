@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from cselab.errors import ConfigError
+from cselab.file_writes import write_text_atomically
 
 log = logging.getLogger(__name__)
 
@@ -153,9 +154,7 @@ def write_measurement(name: str, key: str, value: dict) -> None:
     path = cache_dir() / name
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(cached, indent=1))
-        os.replace(tmp, path)
+        write_text_atomically(path, json.dumps(cached, indent=1))
 
 
 PRECISION_PROBE = "precision-probe.json"

@@ -10,12 +10,12 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from doc_commands import DOCS, doc_commands
 from huggingface_hub import constants
 
 from cselab import cli
 from cselab.config import load_config
 from cselab.evaluate import download
+from tests.evaluate.doc_commands import DOCS, doc_commands
 
 
 def cache_fake_model(hub_cache: Path, name: str = "bert-base-uncased") -> None:

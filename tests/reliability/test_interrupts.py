@@ -51,11 +51,6 @@ def last_line(err: str) -> str:
 
 
 @pytest.fixture
-def saved_model(tiny_encoder, tmp_path) -> Path:
-    return tiny_encoder.save(tmp_path / "tiny-model")
-
-
-@pytest.fixture
 def many_sentences(tmp_path) -> Path:
     path = tmp_path / "many.txt"
     path.write_text("".join(f"sentence number {i} of a long file , to keep the encoder busy for a while .\n"

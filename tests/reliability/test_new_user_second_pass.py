@@ -18,18 +18,6 @@ from tests.reliability.test_new_user import TINY, cli, tiny_sets
 # the one-line commands and the tiny settings are the first pass's (tests/reliability/test_new_user.py)
 
 
-@pytest.fixture
-def senteval_dir(tmp_path) -> Path:
-    from tests.evaluate.senteval_files import make_senteval
-
-    return make_senteval(tmp_path / "senteval")
-
-
-@pytest.fixture
-def saved_model(tiny_encoder, tmp_path) -> Path:
-    return tiny_encoder.save(tmp_path / "tiny-model")
-
-
 
 # --- 4: a directory where a file is expected ------------------------------------------------------
 

@@ -100,27 +100,15 @@ def test_cselab_recipes_lists_esimcse(capsys):
     assert "ESimCSE" in line
 
 
-def test_the_paper_setting_applies_to_esimcse(tmp_path, monkeypatch, capsys):
+def test_the_paper_setting_applies_to_esimcse(offline_home, senteval_dir, monkeypatch, capsys):
     """`--paper-setting` switches model, corpus and dev data; the recipe's own keys stay."""
-    from huggingface_hub import constants
+    from tests.evaluate.test_paper_setting import cache_fake_model
 
-    from tests.evaluate.senteval_files import make_senteval
-
-    home = tmp_path / "home"
-    snapshot = home / "hf-hub" / "models--bert-base-uncased" / "snapshots" / ("0" * 40)
-    snapshot.mkdir(parents=True)
-    (snapshot / "config.json").write_text("{}")
-    (snapshot / "model.safetensors").write_bytes(b"weights")
-    (home / "hf-hub" / "models--bert-base-uncased" / "refs").mkdir()
-    (home / "hf-hub" / "models--bert-base-uncased" / "refs" / "main").write_text("0" * 40)
-    corpus = home / "wiki.txt"
+    cache_fake_model(offline_home / "hf-hub")
+    corpus = offline_home / "wiki.txt"
     corpus.write_text("one sentence\nanother sentence\n")
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(home / "hf-hub"))
     monkeypatch.setenv("CSELAB_WIKI1M", str(corpus))
-    monkeypatch.setenv("CSELAB_DATA", str(make_senteval(tmp_path / "senteval")))
-    monkeypatch.chdir(home)
+    monkeypatch.setenv("CSELAB_DATA", str(senteval_dir))
     assert cli.main(["train", "--recipe", "esimcse", "--paper-setting", "--print-config"]) == 0
     config = json.loads(capsys.readouterr().out)
     assert config["model"]["name_or_path"] == "bert-base-uncased" and config["data"]["corpus"] == str(corpus)

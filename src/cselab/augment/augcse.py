@@ -60,6 +60,7 @@ from cselab.augment.grammar import (
     CONTRACTED_NEGATION,
     CONTRACTIONS,
     EXPANSIONS,
+    HOST_BEFORE_NEGATION,
     INVERTED_SUBJECT,
     MID_ADVERBS,
     OBJECT_FORM,
@@ -724,7 +725,7 @@ class TenseTransformation(SpacyRule):
             if token.tag_ == "MD":
                 new = (_PRESENT_TO_PAST_MODAL if source == "present" else _PAST_TO_PRESENT_MODAL)[word]
                 if negated:  # "couldn't" -> "can't", "wouldn't" -> "won't"
-                    new = {"can": "ca", "will": "wo"}.get(new, new)
+                    new = HOST_BEFORE_NEGATION.get(new, new)
             else:
                 lemma = self._lemma(token)
                 person = person_number(subject)

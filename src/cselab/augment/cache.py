@@ -41,6 +41,7 @@ from cselab import citations
 from cselab.augment.base import AUGMENTERS, Augmenter, AugmenterUnavailable, register_augmenter, sentence_seed
 from cselab.augment.compose import build_spec
 from cselab.errors import CselabError
+from cselab.file_writes import write_text_atomically
 
 log = logging.getLogger("cselab.augment")
 
@@ -250,9 +251,7 @@ class CorpusAugmentations:
     def _write_description(self, count: int) -> None:
         """What the file holds, beside it (for people: the name already says it)."""
         description = {"format": CACHE_FORMAT, "augmenter": self.spec, "seed": self.seed, "sentences": count}
-        part = self.path.with_name(f".{self.path.name}.{os.getpid()}.json")
-        part.write_text(json.dumps(description, ensure_ascii=False, indent=1), encoding="utf-8")
-        os.replace(part, self.path.with_suffix(".json"))
+        write_text_atomically(self.path.with_suffix(".json"), json.dumps(description, ensure_ascii=False, indent=1))
 
 
 def build_quietly(spec: dict, where: str):

@@ -6,8 +6,8 @@
 * negation: :func:`remove_negation` (and the bare forms of "can't", "won't", "shan't");
 * capitals: :func:`keeps_capital`, :func:`decapitalize`, :func:`capitalize`;
 * the tables: contractions (:data:`CONTRACTIONS`, :data:`EXPANSIONS`, :data:`CONTRACTED_FORM`,
-  :data:`CONTRACTED_NEGATION`), pronouns (:data:`PLURAL_PRONOUNS`, :data:`SUBJECT_FORM`,
-  :data:`OBJECT_FORM`), the forms of the auxiliaries (:data:`AUXILIARY_LEMMAS`, :data:`BE_PERSON`) and
+  :data:`CONTRACTED_NEGATION`), pronouns (:data:`SUBJECT_FORM`, :data:`OBJECT_FORM`), the forms of the
+  auxiliaries (:data:`AUXILIARY_LEMMAS`, :data:`BE_PERSON`) and
   the adverbs that sit between an auxiliary and its verb (:data:`MID_ADVERBS`).
 
 Which words a rule edits is the rule's business (``sda.py``, ``augcse.py``, ``augcse_rules.py``);
@@ -32,8 +32,6 @@ AUXILIARY_DEPS = frozenset({"aux", "auxpass"})
 SUBJECT_DEPS = frozenset({"nsubj", "nsubjpass", "expl"})
 
 # =========================================================================== tables
-#: Pronouns that take a plural verb ("I" takes "have"/"do", like a plural).
-PLURAL_PRONOUNS = frozenset({"i", "you", "we", "they"})
 #: Object pronouns by their subject form, and back ("He saw her" <-> "She saw him").
 SUBJECT_FORM = {"me": "i", "him": "he", "her": "she", "us": "we", "them": "they", "whom": "who"}
 OBJECT_FORM = {v: k for k, v in SUBJECT_FORM.items()}
@@ -61,6 +59,8 @@ CONTRACTED_NEGATION = frozenset({"n't", "n’t"})
 AUXILIARY_NEGATIONS = frozenset({"not"}) | CONTRACTED_NEGATION
 #: Hosts of a contracted "n't" whose bare form differs: "can't" is "ca" + "n't".
 BARE_HOSTS = {"ca": "can", "wo": "will", "sha": "shall"}
+#: The other way: the host a bare form takes before "n't" ("can" + "n't" is "can't": "ca" + "n't").
+HOST_BEFORE_NEGATION = {bare: host for host, bare in BARE_HOSTS.items()}
 #: Present forms of be and have that contract after a subject ("she is" -> "she's").
 CONTRACTED_FORM = {"is": "s", "are": "re", "am": "m", "has": "s", "have": "ve"}
 

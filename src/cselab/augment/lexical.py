@@ -463,10 +463,10 @@ class WordRepetition(TokenAugmenter):
         """The encoder's tokenizer: how many special tokens frame a sentence, and its longest input."""
         if not self.edits_token_ids:
             return
-        framed = tokenizer("a")["input_ids"]
-        bare = tokenizer("a", add_special_tokens=False)["input_ids"]
-        before = next(i for i in range(len(framed) - len(bare) + 1) if framed[i:i + len(bare)] == bare)
-        self._frame = (before, len(framed) - before - len(bare))
+        from cselab.model.encoder import special_frame  # torch's module: only when training gives a tokenizer
+
+        before, after = special_frame(tokenizer)
+        self._frame = (len(before), len(after))
         limit = getattr(tokenizer, "model_max_length", None)
         self._max_length = limit if isinstance(limit, int) and 0 < limit < 1_000_000 else None
 
@@ -482,16 +482,14 @@ class WordRepetition(TokenAugmenter):
             count = rng.randrange(min(10, n, max(2, int(self.dup_rate * n)))) if n else 0
             chosen = set(rng.sample(range(n - 1), count))
         else:
-            count = min(n, rng.randint(0, max(2, int(self.dup_rate * n))))
-            chosen = set(rng.sample(range(n), count))
+            chosen = set(rng.sample(range(n), self._paper_count(n, rng)))
         if not chosen:
             return None
-        out = []
-        for i, token in enumerate(tokens):
-            out.append(token)
-            if i in chosen:
-                out.append(token)
-        return out
+        return [tokens[i] for i in _doubled(n, chosen)]
+
+    def _paper_count(self, n: int, rng: random.Random) -> int:
+        """How many of ``n`` units to repeat, by the paper's rule: uniform on [0, max(2, int(rate * n))]."""
+        return min(n, rng.randint(0, max(2, int(self.dup_rate * n))))
 
     def token_plan(self, ids: list[int], rng: random.Random) -> list[int] | None:
         if self._frame is None:
@@ -503,15 +501,14 @@ class WordRepetition(TokenAugmenter):
             top = min(10, int(self.dup_rate * len(ids)))
             count = min(n, rng.randrange(top)) if top > 0 else 0
         else:
-            count = min(n, rng.randint(0, max(2, int(self.dup_rate * n))))
+            count = self._paper_count(n, rng)
         if self._max_length is not None:
             count = max(0, min(count, self._max_length - len(ids)))
         if count == 0:
             return None
-        chosen = set(rng.sample(pieces, count))
-        plan = []
-        for i in range(len(ids)):
-            plan.append(i)
-            if i in chosen:
-                plan.append(i)
-        return plan
+        return _doubled(len(ids), set(rng.sample(pieces, count)))
+
+
+def _doubled(n: int, chosen: set[int]) -> list[int]:
+    """The positions 0..n-1 in order, each of ``chosen`` twice."""
+    return [i for i in range(n) for _ in range(2 if i in chosen else 1)]

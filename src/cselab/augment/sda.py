@@ -43,7 +43,9 @@ from cselab.augment.grammar import (
     AUXILIARY_NEGATIONS,
     CONTRACTED_NEGATION,
     Edits,
+    capitalize,
     contracted_s_lemma,
+    decapitalize,
     keeps_capital,
     past_form,
     person_number,
@@ -67,8 +69,9 @@ WH_TAGS = frozenset({"WDT", "WP", "WP$"})  # who, which, that, what: relative/in
 
 FINITE_TAGS = frozenset({"MD", "VBZ", "VBP", "VBD"})
 CLAUSAL_DEPS = frozenset({"acl", "advcl", "ccomp", "csubj", "relcl", "xcomp"})
-SUBJECT_DEPS = frozenset({"nsubj", "nsubjpass"})
-AUX_DEPS = AUXILIARY_DEPS
+NOMINAL_SUBJECT_DEPS = frozenset({"nsubj", "nsubjpass"})  # grammar.SUBJECT_DEPS without the expletive "there"
+_GROUP_SUBJECT_DEPS = NOMINAL_SUBJECT_DEPS | {"expl", "csubj"}  # a verb group's subject ("there", a clause)
+_GROUP_MEMBER_DEPS = AUXILIARY_DEPS | {"neg"}  # words that belong to their head's verb group
 NON_FINITE_AUX_TAGS = frozenset({"TO", "VBG"})  # infinitival "to"; "having", "being"
 END_MARKS = frozenset({".", "!", "?", "…", "...", "!!", "?!", "!?"})
 # Marks that can end a sentence (Algorithm 1's final "punctuation punc"); symbols such as '%' or '&'
@@ -169,7 +172,7 @@ def _capitalize_like(piece: str, original: Token) -> str:
     """Sentence-initial replacements keep the capital of the word they replace."""
     first = _first_token(original.doc)
     if first is not None and first.i == original.i and original.text[:1].isupper():
-        return piece[:1].upper() + piece[1:]
+        return capitalize(piece)
     return piece
 
 
@@ -180,7 +183,7 @@ def _lowercase_first_word(doc: Doc, edits: Edits) -> None:
         return
     if keeps_capital(first):
         return
-    edits.replace(first.i, first.text[:1].lower() + first.text[1:])
+    edits.replace(first.i, decapitalize(first, first.text))
 
 
 # --------------------------------------------------------------------------- verb groups
@@ -189,7 +192,7 @@ class VerbGroup:
 
     def __init__(self, head: Token):
         self.head = head
-        self.auxiliaries = [c for c in head.children if c.dep_ in AUX_DEPS and c.i < head.i]
+        self.auxiliaries = [c for c in head.children if c.dep_ in AUXILIARY_DEPS and c.i < head.i]
         self.finite = self.auxiliaries[0] if self.auxiliaries else head
         self.negations = [c for c in head.children if c.dep_ == "neg"]
         for aux in self.auxiliaries:
@@ -201,7 +204,7 @@ class VerbGroup:
 
     @property
     def subject(self) -> Token | None:
-        return next((c for c in self.head.children if c.dep_ in SUBJECT_DEPS | {"expl", "csubj"}), None)
+        return next((c for c in self.head.children if c.dep_ in _GROUP_SUBJECT_DEPS), None)
 
     @property
     def inverted(self) -> bool:
@@ -242,7 +245,7 @@ def _main_groups(doc: Doc) -> list[VerbGroup]:
 
 
 def _group_of(token: Token) -> VerbGroup:
-    return VerbGroup(token.head if token.dep_ in AUX_DEPS | {"neg"} else token)
+    return VerbGroup(token.head if token.dep_ in _GROUP_MEMBER_DEPS else token)
 
 
 # --------------------------------------------------------------------------- punctuation insertion
@@ -283,7 +286,7 @@ def _pi_noun_subject(doc: Doc, edits: Edits, rng: random.Random) -> bool:
     count; relative and interrogative pronouns ("the man who lives") do not, being no noun."""
     options = []
     for token in doc:
-        if token.dep_ not in SUBJECT_DEPS or token.tag_ in WH_TAGS:
+        if token.dep_ not in NOMINAL_SUBJECT_DEPS or token.tag_ in WH_TAGS:
             continue
         start, end = token.left_edge.i, token.right_edge.i
         if not _balanced(doc[start: end + 1]):
@@ -568,9 +571,9 @@ def _algorithm_3(doc: Doc) -> tuple[Edits, int]:
     for token in doc:
         if count >= 2:
             break
-        if token.dep_ in AUX_DEPS and token.tag_ in NON_FINITE_AUX_TAGS:
+        if token.dep_ in AUXILIARY_DEPS and token.tag_ in NON_FINITE_AUX_TAGS:
             count += _negate_non_finite_auxiliary(token, edits, touched)
-        elif token.dep_ in AUX_DEPS and token.tag_ in FINITE_TAGS:
+        elif token.dep_ in AUXILIARY_DEPS and token.tag_ in FINITE_TAGS:
             group = _group_of(token)
             if group.finite.i == token.i and group.head.i not in touched and not group.negations \
                     and not group.inverted and _insert_negation(group, edits):

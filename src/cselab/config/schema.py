@@ -245,9 +245,11 @@ class KeyFacts:
 def key_facts() -> list[KeyFacts]:
     """Every key of a recipe with its facts, in the schema's order."""
     facts = []
+    types_of = typing.get_type_hints(Config)  # the annotations are strings (from __future__ import annotations)
     for top in dataclasses.fields(Config):
-        sections = [(f"{top.name}.", section) for section in dataclasses.fields(_SECTIONS[top.name])] \
-            if top.name in _SECTIONS else [("", top)]
+        section = types_of[top.name]
+        sections = [(f"{top.name}.", item) for item in dataclasses.fields(section)] \
+            if dataclasses.is_dataclass(section) else [("", top)]
         for prefix, item in sections:
             meta = item.metadata
             choices = meta.get("choices")
@@ -259,10 +261,6 @@ def key_facts() -> list[KeyFacts]:
 def resume_safe_keys() -> frozenset[str]:
     """The keys that may differ between a checkpoint's run and the one resuming it."""
     return frozenset(facts.key for facts in key_facts() if facts.resume_safe)
-
-
-_SECTIONS = {"model": ModelConfig, "data": DataConfig, "views": ViewsConfig, "optim": OptimConfig,
-             "train": TrainConfig}
 
 
 # No setting needs more; larger ones only overflow somewhere later (step counts, numpy arrays).

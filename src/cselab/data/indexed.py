@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from cselab.data.corpus import CorpusError, CorpusStats, clean_line, decode_line, is_file, iter_corpus, text_encoding
-from cselab.file_writes import write_text_atomically
+from cselab.file_writes import replace_atomically, write_text_atomically
 
 # Part of every index and spool cache key: a reader change (UTF-8 is now checked, not replaced)
 # must not reuse what an older one cached.
@@ -128,10 +128,9 @@ class IndexedTextCorpus(Sequence[str]):
             offsets = np.fromfile(tmp, dtype=np.uint64)
         finally:
             tmp.unlink(missing_ok=True)  # also when a line is not UTF-8: no stray part file in the cache
-        part = own_part(index_file).with_suffix(".npy")  # np.save adds .npy to any other name
-        np.save(part, offsets, allow_pickle=False)
         write_text_atomically(stats_file, json.dumps(stats.to_dict()))  # the counts first: whoever sees
-        os.replace(part, index_file)  # the index sees its counts too
+        with replace_atomically(index_file, "wb") as handle:  # the index sees its counts too
+            np.save(handle, offsets, allow_pickle=False)
 
     def _write_offsets(self, out, stats: CorpusStats, progress: bool) -> None:
         """One pass over the file: the byte offset of every kept line into ``out`` (uint64), counts into ``stats``."""

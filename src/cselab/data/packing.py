@@ -22,8 +22,9 @@ import numpy as np
 import torch
 
 from cselab.data.collate import Batch, Preparer, TokenPasses, count_tokens
-from cselab.data.token_cache import TokenIds, padded, special_frame
+from cselab.data.token_cache import TokenIds, padded
 from cselab.losses.base import TokenBatch
+from cselab.model.encoder import special_frame
 
 
 class PackedBlocks(Sequence[np.ndarray]):

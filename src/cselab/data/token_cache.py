@@ -35,6 +35,7 @@ from cselab.data.corpus import corpus_fingerprint
 from cselab.data.indexed import READER_VERSION, cache_dir, own_part
 from cselab.errors import counted
 from cselab.file_writes import replace_atomically
+from cselab.model.encoder import special_frame
 
 TOKENIZE_CHUNK = 4096  # lines per call of the (batched, Rust) tokenizer
 # Part of every cache key: raised when the files' layout or meaning changes, so old caches are not read.
@@ -170,15 +171,6 @@ def _line_and_ending_length(raw: bytes) -> int:
     if cut == -1:
         return len(raw)  # up to and with its \n (none on the last line of a file)
     return cut + (2 if raw[cut + 1:cut + 2] == b"\n" else 1)
-
-
-def special_frame(tokenizer) -> tuple[list[int], list[int]]:
-    """The special ids the tokenizer puts before and after a text (BERT: [CLS], [SEP]), found by
-    tokenising one word with and without them."""
-    bare = tokenizer("a", add_special_tokens=False)["input_ids"]
-    framed = tokenizer("a")["input_ids"]
-    at = next(i for i in range(len(framed) - len(bare) + 1) if framed[i:i + len(bare)] == bare)
-    return framed[:at], framed[at + len(bare):]
 
 
 def padded(rows: list[list[int]], pad_id: int, token_types: bool = False) -> dict[str, torch.Tensor]:

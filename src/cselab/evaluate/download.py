@@ -47,9 +47,9 @@ def senteval_dir(explicit: str | os.PathLike | None = None) -> Path:
     return Path(chosen).expanduser()
 
 
-def senteval_source(explicit: str | os.PathLike | None = None) -> str:
-    """Which input :func:`senteval_dir` took its answer from, for messages."""
-    return "given" if explicit else "$CSELAB_DATA" if os.environ.get("CSELAB_DATA") else "the default place"
+def senteval_source() -> str:
+    """Which input :func:`senteval_dir` took its answer from when none was given, for messages."""
+    return "$CSELAB_DATA" if os.environ.get("CSELAB_DATA") else "the default place"
 
 
 def default_wiki1m_path() -> Path:

@@ -233,9 +233,10 @@ def training_state(job: Job) -> str:
     saved = read_json(job.path / RUN_CONFIG)
     if saved is None:
         return "new"
-    differing = config_differences(saved, _as_json(job.config.to_dict()))
+    current = _as_json(job.config.to_dict())
+    differing = config_differences(saved, current)
     if differing:
-        changed = describe_differences(saved, _as_json(job.config.to_dict()), differing)
+        changed = describe_differences(saved, current, differing)
         raise ExperimentError(f"{job.path}: was trained with a different {changed}; use another --out, "
                               f"the same --set options as before, or delete that directory")
     summary = read_json(job.path / SUMMARY) or {}

@@ -137,8 +137,8 @@ class LossTerm(nn.Module):
     - ``citation``: the BibTeX of the paper whose objective this is (``cselab/citations.py``; "" for none);
     - ``models``: for a term whose run loads a model of its own (DiffCSE's generator), its constructor
       parameters that name one (a directory or a Hub name), each with what to give instead when it
-      cannot be loaded; checked before any work (``losses.check_models``: the command line and the
-      training loop), so that an offline run stops at once with one line naming the key.
+      cannot be loaded; checked before any work (``losses.check_models``: first in ``train()``, and by
+      ``--paper-setting``), so that an offline run stops at once with one line naming the key.
 
     The constructor's parameters are what a recipe's term may set; their defaults give the types a
     recipe's values must have (``LOSSES.argument_problem``). What is known only from the model

@@ -108,27 +108,22 @@ def load_generator(name: str) -> tuple[nn.Module, object]:
     random would make the labels noise)."""
     from safetensors.torch import load_file
     from transformers import AutoModelForMaskedLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
 
+    from cselab.model.encoder import quiet_transformers
     from cselab.model.files import refuse_pickled_weights
     from cselab.model.mlm_head import MLM_HEAD_FILE
     from cselab.sources import resolve_model_path
 
     resolved = Path(resolve_model_path(name))
     refuse_pickled_weights(resolved)
-    level = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # a cselab raw encoder's head is loaded below, not worth a load report
-    hf_logging.disable_progress_bar()
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(resolved))
-        model, info = AutoModelForMaskedLM.from_pretrained(str(resolved), use_safetensors=True,
-                                                           output_loading_info=True)
+        with quiet_transformers():  # a cselab raw encoder's head is loaded below, not worth a load report
+            tokenizer = AutoTokenizer.from_pretrained(str(resolved))
+            model, info = AutoModelForMaskedLM.from_pretrained(str(resolved), use_safetensors=True,
+                                                               output_loading_info=True)
     except Exception as exc:  # whatever the files make transformers raise: the files' fault
         raise ModelLoadError(f"{name}: cannot load a masked language model as the rtd generator "
                              f"({first_line(exc)[:300]}); pass {GENERATOR_INSTEAD}") from None
-    finally:
-        hf_logging.set_verbosity(level)
-        hf_logging.enable_progress_bar()
     state = model.state_dict()
     missing = {key for key in info["missing_keys"] if key in state}
     if missing and (resolved / MLM_HEAD_FILE).is_file():
@@ -169,8 +164,6 @@ class ReplacedTokensPass(TokenPass):
     80/10/10); ``generator``, the frozen MLM (directory or Hub name); ``generator_dropout``, whether the
     generator runs with its dropout on (the authors' code) or off (its predictions a function of the
     masked sentence alone)."""
-
-    citation = citations.DIFFCSE
 
     def __init__(self, mask_ratio: float = 0.3, generator: str = DEFAULT_GENERATOR, generator_dropout: bool = True):
         super().__init__()

@@ -40,10 +40,6 @@ from cselab import citations
 from cselab.errors import ConfigError
 from cselab.losses.base import LOSSES, LossInputs, LossTerm, TokenBatch, TokenPass, accuracy, register_token_pass
 from cselab.losses.infonce import cosine_matrix
-from cselab.model.poolers import NEEDS_HIDDEN_STATES
-from cselab.speed.unpadded import unpadded_forward
-
-ENCODER_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 class MomentumEncoder:
@@ -88,18 +84,7 @@ class MomentumEncoder:
         through the encoder's own (online) MLP where its forward would apply it now; fp32. Run on the
         real tokens only where the encoder's forward is (``model.unpad``), given their count on the
         host (``real_tokens``), as the encoder's."""
-        backbone = self._started()
-        inputs = {key: value for key, value in features.items() if key in ENCODER_INPUTS}
-        every_layer = encoder.pooler in NEEDS_HIDDEN_STATES
-        if getattr(encoder, "unpadded", False) and real_tokens is not None:
-            states = unpadded_forward(backbone, **inputs, all_hidden_states=every_layer, real_tokens=real_tokens)
-        else:
-            output = backbone(**inputs, output_hidden_states=every_layer, return_dict=True)
-            states = output.hidden_states if every_layer else (output.last_hidden_state,)
-        pooled = encoder.pool(states, features["attention_mask"])
-        if encoder.mlp is not None and (encoder.training or not encoder.mlp_only_train):
-            pooled = encoder.mlp(pooled)
-        return pooled.float()
+        return encoder.pooled_by(self._started(), dict(features), real_tokens=real_tokens).float()
 
     def state_dict(self) -> dict[str, Any]:
         return {"weights": self._started().state_dict()}

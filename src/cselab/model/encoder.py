@@ -15,6 +15,7 @@ import logging
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -41,6 +42,9 @@ from cselab.model.masks import use_sync_free_masks
 from cselab.model.poolers import NEEDS_HIDDEN_STATES, POOLERS
 from cselab.sources import check_model_source, resolve_model_path
 
+if TYPE_CHECKING:  # speed/ imports torch's compiler: loaded only where the unpadded forward runs
+    from cselab.speed.unpadded import CompiledRows
+
 log = logging.getLogger(__name__)
 
 # The longest input used for inference: BERT-size encoders have 512 positions, and attention's cost grows
@@ -63,6 +67,9 @@ def position_limit(backbone: nn.Module) -> int | None:
     return positions
 
 
+ENCODER_INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # the tokenizer's outputs a backbone reads
+
+
 def usable_length(backbone: nn.Module, tokenizer) -> int:
     """The longest input the model reads for inference: its position limit and its tokenizer's limit,
     at most ``FULL_LENGTH_CAP`` (sentence-transformers caps a plain model's length the same way)."""
@@ -71,6 +78,15 @@ def usable_length(backbone: nn.Module, tokenizer) -> int:
     if isinstance(tokenizer_limit, int) and not isinstance(tokenizer_limit, bool) and tokenizer_limit >= 4:
         limits.append(tokenizer_limit)
     return min(limits)
+
+
+def special_frame(tokenizer) -> tuple[list[int], list[int]]:
+    """The special ids the tokenizer puts before and after a text (BERT: [CLS], [SEP]), found by
+    tokenising one word with and without them."""
+    bare = tokenizer("a", add_special_tokens=False)["input_ids"]
+    framed = tokenizer("a")["input_ids"]
+    at = next(i for i in range(len(framed) - len(bare) + 1) if framed[i:i + len(bare)] == bare)
+    return framed[:at], framed[at + len(bare):]
 
 
 class SimCSEMLP(nn.Module):
@@ -224,16 +240,22 @@ class SentenceEncoder(nn.Module):
         """Pooled sentence vectors; the MLP applies in training, or always unless mlp_only_train.
         ``real_tokens``: the attention mask's sum when the caller knows it on the host (the unpadded
         forward then needs no read-back from the device)."""
-        inputs = {k: v for k, v in features.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+        compiled = self.compiled_layers if self.unpadded and self.compiles(real_tokens) else None
+        return self.pooled_by(self.backbone, features, use_mlp, real_tokens, compiled)
+
+    def pooled_by(self, backbone: nn.Module, features: dict[str, torch.Tensor], use_mlp: bool | None = None,
+                  real_tokens: int | None = None, compiled: CompiledRows | None = None) -> torch.Tensor:
+        """``forward`` with ``backbone`` in place of the encoder's own (ESimCSE's momentum copy: the same
+        layout, pooler and MLP); ``compiled``: the compiled unpadded layers to run, if any."""
+        inputs = {k: v for k, v in features.items() if k in ENCODER_INPUTS}
         need_all = self.pooler in NEEDS_HIDDEN_STATES
         if self.unpadded:
             from cselab.speed.unpadded import unpadded_forward
 
-            hidden_states = unpadded_forward(self.backbone, **inputs, all_hidden_states=need_all,
-                                             real_tokens=real_tokens,
-                                             compiled=self.compiled_layers if self.compiles(real_tokens) else None)
+            hidden_states = unpadded_forward(backbone, **inputs, all_hidden_states=need_all,
+                                             real_tokens=real_tokens, compiled=compiled)
         else:
-            output = self.backbone(**inputs, output_hidden_states=need_all, return_dict=True)
+            output = backbone(**inputs, output_hidden_states=need_all, return_dict=True)
             hidden_states = output.hidden_states if need_all else (output.last_hidden_state,)
         pooled = self.pool(hidden_states, features["attention_mask"])
         if use_mlp is None:
@@ -244,7 +266,7 @@ class SentenceEncoder(nn.Module):
 
     def token_states(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
         """The backbone's last hidden states, (batch, length, h), on the padded layout (the MLM pass)."""
-        inputs = {k: v for k, v in features.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+        inputs = {k: v for k, v in features.items() if k in ENCODER_INPUTS}
         return self.backbone(**inputs, return_dict=True).last_hidden_state
 
     def input_embeddings(self) -> torch.Tensor:
@@ -379,7 +401,7 @@ class SentenceEncoder(nn.Module):
             config.output_hidden_states = True  # sentence-transformers then passes every layer on
         # Replace, never write through: a training checkpoint may hold this file as a hard link.
         (path / "model.safetensors").unlink(missing_ok=True)
-        with _quiet_transformers():  # no progress bar for writing one file
+        with quiet_transformers():  # no progress bar for writing one file
             self.backbone.save_pretrained(path, safe_serialization=True, state_dict=self._state_with_pooler())
         self.tokenizer.save_pretrained(path)
         if self.mlm_head is not None:  # continued pre-training resumes it (sentence-transformers ignores the file)
@@ -399,7 +421,8 @@ class SentenceEncoder(nn.Module):
 
 
 @contextlib.contextmanager
-def _quiet_transformers():
+def quiet_transformers():
+    """transformers' logging at errors only and no progress bars, as they were afterwards."""
     from transformers.utils import logging as hf_logging
 
     level = hf_logging.get_verbosity()
@@ -430,7 +453,7 @@ def _load_backbone(name_or_path: str, resolved: str, trust_remote_code: bool):
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(resolved, trust_remote_code=trust_remote_code)
-        with _quiet_transformers():  # a missing pooler is handled below, not worth a report
+        with quiet_transformers():  # a missing pooler is handled below, not worth a report
             # fp32 master weights whatever dtype the checkpoint was stored in (transformers 5 would
             # otherwise keep it: fp16 gradients that the GradScaler refuses, bf16 updates lost to rounding).
             backbone, info = AutoModel.from_pretrained(resolved, use_safetensors=True, output_loading_info=True,

@@ -64,12 +64,11 @@ def compiles(setting: str, device: torch.device) -> bool:
     return setting in ("true", "reduce-overhead") or (setting == "auto" and device.type == "cuda")
 
 
-def speed_up(encoder: Encoder, train: TrainSettings, model: ModelSettings, device: torch.device,
-             remaining_steps: int | None = None) -> CompileWhenRepaid | None:
+def speed_up(encoder: Encoder, train: TrainSettings, model: ModelSettings,
+             device: torch.device) -> CompileWhenRepaid | None:
     """The CPU speed-ups, the unpadded forward and torch.compile, as configured, on an encoder already
-    on ``device`` (in place; nothing saved changes). ``remaining_steps``: the optimizer steps the run
-    has left, where the caller knows them (``train.compile: auto`` then decides by them). Returns what
-    times the steps for ``train.compile`` (auto: when to compile; true: the warm-up), or None."""
+    on ``device`` (in place; nothing saved changes). Returns what times the steps for ``train.compile``
+    (auto: when to compile, once told the steps left, ``expect_steps``; true: the warm-up), or None."""
     compiling = compiles(train.compile, device)
     # Compiled, torch's dropout draws its masks inside inductor's fused kernels; fast_dropout's
     # in-place random_ would break the graph at every dropout instead.
@@ -99,5 +98,4 @@ def speed_up(encoder: Encoder, train: TrainSettings, model: ModelSettings, devic
     key = cost_key(device_name(device), encoder.backbone, "unpadded" if encoder.unpadded else "padded", mode)
     if train.compile != "auto":
         compile_now()
-    return CompileWhenRepaid(encoder, compile_now, key, compiled=train.compile != "auto",
-                             remaining_steps=remaining_steps)
+    return CompileWhenRepaid(encoder, compile_now, key, compiled=train.compile != "auto")

@@ -452,6 +452,11 @@ def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: data}
 
 
+def _then_and_now(saved: dict, current: dict) -> tuple[dict, dict]:
+    """Both configs flat (dotted keys); a key the saved one lacks has its default."""
+    return {**_flatten(Config().to_dict()), **_flatten(saved)}, _flatten(current)
+
+
 def config_differences(saved: dict | None, current: dict) -> list[str]:
     """Dotted keys (``optim.lr``, ``objective``) whose values differ, except those that may change on
     resume (where files go, how often they are written, how data is loaded: ``resume_safe`` on their
@@ -461,7 +466,7 @@ def config_differences(saved: dict | None, current: dict) -> list[str]:
     counts as that setting's default: the run that made it behaved so."""
     if saved is None:
         return []
-    old, new = {**_flatten(Config().to_dict()), **_flatten(saved)}, _flatten(current)
+    old, new = _then_and_now(saved, current)
     keys = sorted(set(old) | set(new))
     safe = resume_safe_keys()
     return [k for k in keys if k not in safe and old.get(k) != new.get(k)]
@@ -470,7 +475,7 @@ def config_differences(saved: dict | None, current: dict) -> list[str]:
 def describe_differences(saved: dict | None, current: dict, keys: list[str], limit: int = 60) -> str:
     """``keys`` (from :func:`config_differences`) with their values then and now, for the one-line refusal:
     ``optim.lr (3e-05 then, 1e-05 now)``; a long value (an objective's list) is cut at ``limit`` characters."""
-    old, new = {**_flatten(Config().to_dict()), **_flatten(saved or {})}, _flatten(current)
+    old, new = _then_and_now(saved or {}, current)
 
     def shown(value) -> str:
         text = json.dumps(value, separators=(", ", ": ")) if value is not None else "unset"
@@ -514,6 +519,11 @@ def read_checkpoint(path: Path) -> SavedRun:
     return SavedRun(path, manifest, states, versions)
 
 
+def version_of(component) -> int:
+    """The layout version of a component's state (``version``; 1 for one that declares none)."""
+    return getattr(component, "version", 1)
+
+
 def restore(components: dict[str, Any], saved: SavedRun) -> None:
     """``load_state_dict`` of every component from ``saved``; one that does not fit, or was saved in
     another version of its layout, fails naming the checkpoint and the component, in one line; one the
@@ -524,9 +534,9 @@ def restore(components: dict[str, Any], saved: SavedRun) -> None:
         if name not in saved.states:
             log.info("%s: holds no %s (added since it was written); it starts fresh", saved.path, name)
             continue
-        version = getattr(component, "version", 1)
-        if saved.versions.get(name, 1) != version:
-            raise CheckpointError(f"{saved.path}: its {name} is version {saved.versions.get(name, 1)} of that state, "
+        version, found = version_of(component), saved.versions.get(name, 1)
+        if found != version:
+            raise CheckpointError(f"{saved.path}: its {name} is version {found} of that state, "
                                   f"this cselab reads version {version}; resume it with the cselab that wrote it, "
                                   f"or pass --no-resume (or another train.output_dir) to start over")
         try:
@@ -709,9 +719,10 @@ def _open_run(out_dir: Path, config: Config, resume: bool) -> Path | None:
     else:
         state = read_state(latest)
         check_layout(latest, state)  # before its settings are compared (an older layout keeps them elsewhere)
-        differing = config_differences(state.get("config"), config.to_dict())
+        current = config.to_dict()
+        differing = config_differences(state.get("config"), current)
         if differing:
-            changed = describe_differences(state.get("config"), config.to_dict(), differing)
+            changed = describe_differences(state.get("config"), current, differing)
             raise ConfigError(f"{out_dir}: its checkpoint {latest.name} was made with a different "
                               f"{changed}; run with the same settings to resume, or pass --no-resume "
                               f"(or another train.output_dir) to start over")

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cselab.config import Config
+from cselab.losses import check_models
 from cselab.train.checkpoint import Checkpointing, CheckpointWriter, open_run, read_checkpoint
 from cselab.train.rank import RankContext
 from cselab.train.selection import caller_stops
@@ -33,6 +34,7 @@ def train(config: Config, resume: bool = True, progress: bool = True,
     the evaluation before step 1.
     ``on_evaluation(step, record)``: called after each evaluation; True ends the run there (a pruned trial).
     """
+    check_models(config.objective)  # a term's own model (DiffCSE's generator): before the run's folder is touched
     process = RankContext.start(config.train, bars=progress)
     with open_run(process, config, resume) as latest:
         setup = build_setup(config, process.device, process.processes, process.rank)

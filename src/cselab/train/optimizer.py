@@ -101,16 +101,14 @@ class OptimizerStep:
     def lr(self) -> float:
         return self.scheduler.get_last_lr()[0]
 
-    def state_dict(self, finished: bool = False) -> dict:
-        """AdamW's moments and step counts, the schedule's position and (fp16) the loss scale.
-        ``finished``: the run's last step, after which no update comes: AdamW's state (twice the weights)
-        is left out (None)."""
-        return {"optimizer": None if finished else self.optimizer.state_dict(),
+    def state_dict(self) -> dict:
+        """AdamW's moments and step counts, the schedule's position and (fp16) the loss scale."""
+        return {"optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict(),
                 "scaler": None if self.scaler is None else self.scaler.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
-        # A finished run's last checkpoint has no AdamW state (state_dict(finished=True)): the run takes no
+        # A finished run's last checkpoint has no AdamW state (RunState.save, train.keep_optimizer_state): it takes no
         # more steps, and one that would is stopped in __call__ rather than go on with fresh moments.
         self.moments_left_out = state["optimizer"] is None
         if not self.moments_left_out:

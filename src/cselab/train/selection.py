@@ -152,9 +152,9 @@ class SelectionSettings:
 
     every: int  # train.eval_steps (0: never evaluated)
     precision: str  # the encoder is scored in the training precision
+    agreed: tuple[bool, bool]  # (evaluates, selects) as the main process found them
     base_metric: DevMetric | None = None  # the first of train.select_on, scored before step 1
     raw_encoder: bool = False  # an MLM-only run: the model is saved as a raw encoder (write_model)
-    agreed: tuple[bool, bool] | None = None  # (evaluates, selects) as the main process found them (None: as found)
 
 
 class ModelSelection:
@@ -186,12 +186,10 @@ class ModelSelection:
     @property
     def selects(self) -> bool:
         """Whether evaluations pick the final model (else it is the last step's)."""
-        found = self.primary.source is not None if self.agreed is None else self.agreed[1]
-        return self.every > 0 and found
+        return self.every > 0 and self.agreed[1]
 
     def due(self, step: int, last: bool) -> bool:
-        evaluates = bool(self.sources) if self.agreed is None else self.agreed[0]
-        return self.every > 0 and evaluates and (step % self.every == 0 or last)
+        return self.every > 0 and self.agreed[0] and (step % self.every == 0 or last)
 
     def saved_at(self, step: int, last: bool) -> bool:
         """Whether the final model in the output directory holds this step's weights (written by this run:
@@ -276,8 +274,8 @@ def model_selection(process: RankContext, config: Config, setup: TrainingSetup, 
     agreed = from_main((any(source is not None for source in sources), first.source is not None)
                        if process.main else None)
     selection = ModelSelection([first, *further], sources, setup.encoder,
-                               SelectionSettings(config.train.eval_steps, precision, base_metric=dev,
-                                                 raw_encoder=not setup.objective.encodes_views, agreed=agreed))
+                               SelectionSettings(config.train.eval_steps, precision, agreed, base_metric=dev,
+                                                 raw_encoder=not setup.objective.encodes_views))
     if process.main and config.train.eval_steps > 0 and not selection.selects:
         process.say(f"no {selection.primary.label} data found: the final model is the last step "
                     "(`cselab data download` fetches it; or set data.dev_dir or $CSELAB_DATA)")

@@ -24,7 +24,7 @@ from cselab.data.token_cache import SentenceTokenizer, token_ids, tokenizer_fing
 from cselab.data.views import ViewBuilder
 from cselab.data.wordpiece import WordPieceVocabulary, wordpiece_tokenizer
 from cselab.errors import ConfigError
-from cselab.losses import Objective, build_objective, check_models
+from cselab.losses import Objective, build_objective
 from cselab.losses.base import TOKEN_PASSES, TokenBatch
 from cselab.model.encoder import SentenceEncoder
 from cselab.model.heads import build_head, init_like_backbone
@@ -59,7 +59,6 @@ class TrainingSetup:
 
 
 def build_setup(config: Config, device: torch.device, processes: int = 1, rank: int = 0) -> TrainingSetup:
-    check_models(config.objective)  # a term's own model (DiffCSE's generator) that cannot load stops the run here
     corpus, stats = read_corpus(config.data.corpus, config.data.column, config.data.max_sentences,
                                 seed=config.train.seed)
     split = hold_out(len(corpus), config.data.validation_fraction)

@@ -27,7 +27,7 @@ from cselab.data.corpus import corpus_fingerprint
 from cselab.errors import ConfigError, TrainingError, counted
 from cselab.hardware import PrecisionChoice, choose_precision
 from cselab.run_files import METRICS
-from cselab.train.checkpoint import Checkpointing, SavedRun, restore
+from cselab.train.checkpoint import Checkpointing, SavedRun, restore, version_of
 from cselab.train.distributed import from_main, gather_objects
 from cselab.train.geometry import GeometryProbe
 from cselab.train.live_logs import LiveLogs
@@ -223,11 +223,10 @@ class RunState:
                                 f"from the last good checkpoint in {checkpoints.directory.directory} with a lower "
                                 f"optim.lr")
         components = self.by_name()
-        finished = self.position.last and not checkpoints.keep_optimizer_state  # no update follows the last step
-        states = {name: self.optimizer.state_dict(finished=True) if component is self.optimizer and finished
-                  else component.state_dict() for name, component in components.items()}
-        checkpoints.save(self.step, states,
-                         {name: getattr(component, "version", 1) for name, component in components.items()},
+        states = {name: component.state_dict() for name, component in components.items()}
+        if self.position.last and not checkpoints.keep_optimizer_state:
+            states["optimizer"]["optimizer"] = None  # no update follows the last step: AdamW's moments go
+        checkpoints.save(self.step, states, {name: version_of(component) for name, component in components.items()},
                          link_encoder=self.selection.saved_at(self.step, self.position.last))
 
 

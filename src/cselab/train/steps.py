@@ -80,7 +80,9 @@ class StepForward(torch.nn.Module):
             labels = None if batch.labels is None else batch.labels.to(self.device, non_blocking=True)
             views = {role: embeddings[rows] for role, rows in batch.roles.items()}
             inputs = self.project(gather_inputs(LossInputs(labels=labels).with_views(views)))
-        return self.objective(inputs.with_tokens(self.token_outputs(batch, local_rows(inputs))))
+        if batch.tokens:  # a token-level pass (MLM, DiffCSE's replaced tokens) reads this process's rows
+            inputs = inputs.with_tokens(self.token_outputs(batch, local_rows(inputs)))
+        return self.objective(inputs)
 
     def features(self, batch: Batch) -> dict[str, torch.Tensor]:
         return {k: v.to(self.device, non_blocking=True) for k, v in batch.features.items()}

@@ -12,6 +12,7 @@ from cselab.run_files import SUMMARY
 from cselab.train.checkpoint import write_json_atomic
 from cselab.train.metrics import SLOW_LOADER, loader_hint
 from cselab.train.rank import RankContext
+from cselab.train.selection import better
 from cselab.train.setup import TrainingSetup
 from cselab.train.state import RunState
 
@@ -67,7 +68,7 @@ def worse_than_base(summary: dict, entry: str) -> bool:
     base, best = summary.get(f"base_{key}"), summary.get(f"best_{key}")
     if summary.get("selected_by") != key or base is None or best is None:
         return False
-    return best < base if metric_class(entry).higher_is_better else best > base
+    return better(metric_class(entry).higher_is_better, base, best)  # the start beats the selected model
 
 
 def _finished_summary(path: Path) -> dict | None:
